@@ -1,0 +1,122 @@
+package keys_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestKeyShape(t *testing.T) {
+	cases := []struct {
+		space, tag string
+		parts      []string
+		want       string
+	}{
+		{"shop:seckill", "c1", []string{"stock"}, "shop:seckill:{c1}:stock"},
+		{"", "c1", nil, "{c1}"},
+		{"ns", "a}b{c", []string{"x}"}, "ns:{a%7Db%7Bc}:x%7D"},
+		{"ns", "100%", nil, "ns:{100%25}"},
+	}
+	for _, c := range cases {
+		if got := keys.NewSpace(c.space).Key(c.tag, c.parts...); got != c.want {
+			t.Errorf("Key(%q, %q, %q) = %q, want %q", c.space, c.tag, c.parts, got, c.want)
+		}
+	}
+}
+
+// Escaping must keep distinct ids distinct, or two entities would share keys.
+func TestKeyEscapingIsInjective(t *testing.T) {
+	s := keys.NewSpace("ns")
+	seen := map[string]string{}
+	for _, tag := range []string{"a}", "a%7D", "a%257D", "{a", "%7Ba", "a", "a%"} {
+		k := s.Key(tag)
+		if prev, dup := seen[k]; dup {
+			t.Fatalf("tags %q and %q both give key %q", prev, tag, k)
+		}
+		seen[k] = tag
+	}
+}
+
+func TestSlotKnownValues(t *testing.T) {
+	// Values from the Redis Cluster specification and CLUSTER KEYSLOT.
+	cases := map[string]int{
+		"123456789":            12739, // the CRC16 check value 0x31C3
+		"foo":                  12182,
+		"{user1000}.following": keys.Slot("user1000"),
+		"foo{}{bar}":           keys.Slot("foo{}{bar}"),
+	}
+	for key, want := range cases {
+		if got := keys.Slot(key); got != want {
+			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if keys.Slot("foo{}{bar}") == keys.Slot("bar") {
+		t.Error(`"foo{}{bar}" must hash the whole key: an empty first tag is no tag`)
+	}
+	if keys.Slot("foo{{bar}}zap") != keys.Slot("{bar") {
+		t.Error(`"foo{{bar}}zap" must hash "{bar"`)
+	}
+}
+
+// TestSlotMatchesCluster checks our CRC16 against the server's own
+// CLUSTER KEYSLOT for many keys, including built ones.
+func TestSlotMatchesCluster(t *testing.T) {
+	r := testenv.NewRedisCluster(t)
+	ctx := context.Background()
+	s := keys.NewSpace(r.Namespace)
+	var ks []string
+	for i := range 500 {
+		ks = append(ks, fmt.Sprintf("k%d", i), s.Key(fmt.Sprint(i), "stock"), s.Key("x}"+fmt.Sprint(i)), fmt.Sprintf("a{%d}{b}", i), "{}"+fmt.Sprint(i))
+	}
+	cc := r.Client.(*redis.ClusterClient)
+	for _, k := range ks {
+		want, err := cc.ClusterKeySlot(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := keys.Slot(k); int64(got) != want {
+			t.Fatalf("Slot(%q) = %d, server says %d", k, got, want)
+		}
+	}
+}
+
+// TestClusterIsReal proves the harness cluster enforces slots: a two-key script
+// runs when both keys share a tag and fails with CROSSSLOT otherwise.
+func TestClusterIsReal(t *testing.T) {
+	r := testenv.NewRedisCluster(t)
+	ctx := context.Background()
+	s := keys.NewSpace(r.Namespace)
+	script := redis.NewScript(`redis.call('SET', KEYS[1], ARGV[1]) redis.call('SET', KEYS[2], ARGV[1]) return 1`)
+
+	same := []string{s.Key("u1", "a"), s.Key("u1", "b")}
+	if keys.Slot(same[0]) != keys.Slot(same[1]) {
+		t.Fatal("keys with one tag must share a slot")
+	}
+	if err := script.Run(ctx, r.Client, same, "v").Err(); err != nil {
+		t.Fatalf("same-tag script: %v", err)
+	}
+
+	var apart []string
+	for i := 0; len(apart) < 2; i++ { // two untagged keys on different slots
+		k := fmt.Sprintf("%s:plain:%d", r.Namespace, i)
+		if len(apart) == 0 || keys.Slot(k) != keys.Slot(apart[0]) {
+			apart = append(apart, k)
+		}
+	}
+	err := script.Run(ctx, r.Client, apart, "v").Err()
+	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Fatalf("cross-slot script error = %v, want CROSSSLOT", err)
+	}
+	if errors.Is(err, redis.Nil) {
+		t.Fatal("unexpected nil")
+	}
+}

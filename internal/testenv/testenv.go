@@ -1,0 +1,297 @@
+// Package testenv gives every casebook test the backends its users run.
+//
+// Each package's tests call Main from TestMain; tests then ask for Redis,
+// RedisCluster, SQL or Kafka. What they get is chosen from the environment:
+//
+//	CASEBOOK_REDIS_ADDR     host:port of a real Redis         else a spawned redis-server, else miniredis
+//	CASEBOOK_REDIS_CLUSTER  host:port,… of a Redis Cluster     else six spawned nodes, else a skip
+//	CASEBOOK_MYSQL_DSN      a MySQL/MariaDB DSN                else SQLite (modernc.org/sqlite)
+//	CASEBOOK_KAFKA_BROKERS  host:port,… of Kafka brokers       else a three-broker kfake cluster
+//	CASEBOOK_REQUIRE_REAL=1 every fallback (miniredis, SQLite, a skipped cluster) fails the test
+//
+// Servers are spawned at most once per test binary and stopped by Main. Each
+// test gets its own key namespace (deleted by t.Cleanup) and its own SQL
+// database (dropped by t.Cleanup); nothing here ever flushes a server.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/casebook-dev/casebook/internal/backend"
+	"github.com/casebook-dev/casebook/internal/kafka"
+)
+
+// Environment variables read by this package (and by the benchmark harness).
+const (
+	EnvRedisAddr    = "CASEBOOK_REDIS_ADDR"
+	EnvRedisCluster = "CASEBOOK_REDIS_CLUSTER"
+	EnvMySQLDSN     = "CASEBOOK_MYSQL_DSN"
+	EnvKafkaBrokers = "CASEBOOK_KAFKA_BROKERS"
+	EnvRequireReal  = "CASEBOOK_REQUIRE_REAL"
+)
+
+// shared holds what is spawned once per test binary.
+var shared struct {
+	mu      sync.Mutex
+	main    bool
+	redis   lazy[*backend.Redis]
+	cluster lazy[*backend.Redis]
+	kafka   lazy[*backend.Kafka]
+}
+
+type lazy[T interface{ Close() error }] struct {
+	once sync.Once
+	v    T
+	err  error
+}
+
+func (l *lazy[T]) get(open func() (T, error)) (T, error) {
+	l.once.Do(func() { l.v, l.err = open() })
+	return l.v, l.err
+}
+
+func (l *lazy[T]) close() {
+	opened := true
+	l.once.Do(func() { opened = false }) // never opened: nothing to stop
+	if opened && l.err == nil {
+		l.v.Close()
+	}
+}
+
+// Main runs the tests of a package and then stops every server they spawned.
+// Call it from TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
+func Main(m *testing.M) {
+	shared.mu.Lock()
+	shared.main = true
+	shared.mu.Unlock()
+	code := m.Run()
+	shared.redis.close()
+	shared.cluster.close()
+	shared.kafka.close()
+	os.Exit(code)
+}
+
+// RequireReal reports whether CASEBOOK_REQUIRE_REAL asks for real servers only.
+func RequireReal() bool { return os.Getenv(EnvRequireReal) == "1" }
+
+func checkMain(t testing.TB) {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if !shared.main {
+		t.Fatal("testenv: call testenv.Main(m) from this package's TestMain so spawned servers are stopped")
+	}
+}
+
+func refuseFallback(t testing.TB, what string, k backend.Kind) {
+	t.Helper()
+	if k.Fallback() && RequireReal() {
+		t.Fatalf("testenv: %s is %s, a fallback, but %s=1 (set %s to a real server)", what, k, EnvRequireReal, envFor(what))
+	}
+}
+
+func envFor(what string) string {
+	switch what {
+	case "redis":
+		return EnvRedisAddr
+	case "sql":
+		return EnvMySQLDSN
+	}
+	return EnvRedisCluster
+}
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// Redis is a Redis backend handed to one test.
+type Redis struct {
+	Client redis.UniversalClient
+	// Namespace is unique to the test: build every key under it (blocks take
+	// it as their key prefix). Keys starting with it are deleted at cleanup.
+	Namespace string
+	Kind      backend.Kind
+}
+
+// NewRedis returns the standalone Redis for this test binary.
+func NewRedis(t testing.TB) *Redis {
+	t.Helper()
+	checkMain(t)
+	r, err := shared.redis.get(func() (*backend.Redis, error) {
+		return backend.OpenRedis(context.Background(), os.Getenv(EnvRedisAddr))
+	})
+	if err != nil {
+		t.Fatalf("testenv: redis: %v", err)
+	}
+	refuseFallback(t, "redis", r.Kind)
+	return forTest(t, r)
+}
+
+// NewRedisCluster returns the Redis Cluster for this test binary. Without a
+// redis-server binary and CASEBOOK_REDIS_CLUSTER the test is skipped (failed
+// under CASEBOOK_REQUIRE_REAL).
+func NewRedisCluster(t testing.TB) *Redis {
+	t.Helper()
+	checkMain(t)
+	r, err := shared.cluster.get(func() (*backend.Redis, error) {
+		c, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		return backend.OpenRedisCluster(c, backend.SplitList(os.Getenv(EnvRedisCluster)))
+	})
+	if errors.Is(err, backend.ErrNoRedisServer) && !RequireReal() {
+		t.Skipf("testenv: no Redis Cluster: set %s or install redis-server", EnvRedisCluster)
+	}
+	if err != nil {
+		t.Fatalf("testenv: redis cluster: %v", err)
+	}
+	return forTest(t, r)
+}
+
+// NewPrivateRedis spawns a redis-server for this test alone, with extra
+// arguments (such as "--appendonly", "yes"), stopped at cleanup. Tests that
+// restart or kill a server use it; it needs the binary (skip otherwise, fail
+// under CASEBOOK_REQUIRE_REAL).
+func NewPrivateRedis(t testing.TB, extra ...string) (*Redis, *backend.RedisServer) {
+	t.Helper()
+	if !backend.HaveRedisServer() && !RequireReal() {
+		t.Skip("testenv: this test restarts a server and needs the redis-server binary")
+	}
+	s, err := backend.StartRedisServer(ctx(t), extra...)
+	if err != nil {
+		t.Fatalf("testenv: private redis: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { c.Close() })
+	return &Redis{Client: c, Namespace: namespace(t), Kind: backend.Spawned}, s
+}
+
+func forTest(t testing.TB, r *backend.Redis) *Redis {
+	tr := &Redis{Client: r.Client, Namespace: namespace(t), Kind: r.Kind}
+	t.Cleanup(func() {
+		if err := DeleteKeys(context.Background(), r.Client, tr.Namespace+"*"); err != nil {
+			t.Errorf("testenv: clean up %s*: %v", tr.Namespace, err)
+		}
+	})
+	return tr
+}
+
+var unsafeKeyChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+// namespace is "cbt:<test name>:<random>", free of glob characters so that it
+// can be used as a SCAN pattern.
+func namespace(t testing.TB) string {
+	name := unsafeKeyChars.ReplaceAllString(t.Name(), "_")
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return "cbt:" + name + ":" + randomHex(4)
+}
+
+// DeleteKeys unlinks every key matching pattern, on every master of a
+// cluster. Keys are unlinked one per command so keys of different slots never
+// meet in one call.
+func DeleteKeys(ctx context.Context, c redis.UniversalClient, pattern string) error {
+	del := func(ctx context.Context, node *redis.Client) error {
+		iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
+		pipe := node.Pipeline()
+		for iter.Next(ctx) {
+			pipe.Unlink(ctx, iter.Val())
+			if pipe.Len() >= 1000 {
+				if _, err := pipe.Exec(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	}
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, del)
+	case *redis.Client:
+		return del(ctx, c)
+	default:
+		return fmt.Errorf("testenv: cannot scan a %T", c)
+	}
+}
+
+// NewSQL returns a fresh, empty database for this test, dropped at cleanup.
+func NewSQL(t testing.TB) *sqlx.DB {
+	t.Helper()
+	return NewSQLs(t, 1)[0]
+}
+
+// NewSQLs returns n fresh databases (on one server) for a sharded test.
+func NewSQLs(t testing.TB, n int) []*sqlx.DB {
+	t.Helper()
+	checkMain(t)
+	dbs := make([]*sqlx.DB, n)
+	for i := range dbs {
+		s, err := backend.OpenSQL(ctx(t), os.Getenv(EnvMySQLDSN), "cbt")
+		if err != nil {
+			t.Fatalf("testenv: sql: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				t.Errorf("testenv: drop %s: %v", s.Name, err)
+			}
+		})
+		refuseFallback(t, "sql", s.Kind)
+		dbs[i] = s.DB
+	}
+	return dbs
+}
+
+// Kafka returns the brokers for this test binary.
+func Kafka(t testing.TB) []string {
+	t.Helper()
+	checkMain(t)
+	k, err := shared.kafka.get(func() (*backend.Kafka, error) {
+		return backend.OpenKafka(backend.SplitList(os.Getenv(EnvKafkaBrokers)))
+	})
+	if err != nil {
+		t.Fatalf("testenv: kafka: %v", err)
+	}
+	return k.Brokers
+}
+
+// Topic creates a topic unique to this test with the given partitions and
+// deletes it at cleanup.
+func Topic(t testing.TB, partitions int32) string {
+	t.Helper()
+	brokers := Kafka(t)
+	name := "cbt." + unsafeKeyChars.ReplaceAllString(t.Name(), "_") + "." + randomHex(4)
+	if err := kafka.CreateTopic(brokers, name, partitions); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := kafka.DeleteTopic(brokers, name); err != nil {
+			t.Errorf("testenv: %v", err)
+		}
+	})
+	return name
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
