@@ -1,0 +1,142 @@
+package main
+
+import (
+	"math"
+	"testing"
+)
+
+// Hand-computed values for every scenario's figures, from the inputs alone.
+func TestScenarioArithmetic(t *testing.T) {
+	want := map[string]map[string]float64{
+		"short link": {
+			"avg reads":        1e8 / 86400,         // 1157.4
+			"peak reads":       3 * 1e8 / 86400,     // 3472.2
+			"avg writes":       1e6 / 86400,         // 11.57
+			"peak writes":      5 * 1e6 / 86400,     // 57.87
+			"storage per year": 1e6 * 300 * 365,     // 109.5 GB
+			"storage, 5 years": 5 * 1e6 * 300 * 365, // 547.5 GB
+		},
+		"leaderboard": {
+			"peak score writes": 3 * 50e6 / 14400, // 10416.7
+			"peak board reads":  3 * 50e6 / 14400,
+			"sorted-set memory": 50e6 * 70, // 3.5 GB
+		},
+		"hot list": {
+			"peak events":     3 * 2e9 / 14400, // 416,667 — the seed says 4.17e6
+			"peak list reads": 3 * 2e8 / 14400, // 41,667 — the seed says 417k
+			"item memory":     5e6 * 70,        // 350 MB
+		},
+		"sign-in": {
+			"avg sign-ins":            1e6 / 7200,     // 138.9
+			"peak sign-ins":           5 * 1e6 / 7200, // 694.4
+			"peak reads":              50 * 1e6 / 7200,
+			"record storage per year": 1e6 * 50 * 365, // 18.25 GB
+			"bitmaps per year":        1e6 * 46,
+		},
+		"order & pay": {
+			"avg orders":          250e3 * 0.8 / 14400, // 13.9
+			"peak orders":         5 * 200e3 / 14400,   // 69.4
+			"peak DB writes":      50 * 200e3 / 14400,  // 694
+			"sale peak orders":    5 * 5e6 / 3600,      // 6944
+			"sale peak DB writes": 50 * 5e6 / 3600,     // 69,444
+			"storage per year":    250e3 * 1000 * 365,  // 91.25 GB
+		},
+		"flash sale": {"gateway": 1e6, "to the service": 1e5, "winners": 5000},
+		"red packet": {
+			"grab rows per day": 37.77e9,
+			"rows per day":      12 * 3.777e9,       // 45.3e9
+			"storage per day":   12 * 3.777e9 * 100, // 4.53 TB — the seed says 40 TB
+			"avg grabs":         37.77e9 / 86400,    // 437k
+		},
+		"feed": {
+			"peak posts":            3 * 250e6 / 86400, // 8680.6
+			"peak timeline reads":   3 * 5e9 / 86400,   // 173,611
+			"post storage per year": 250e6 * 1000 * 365,
+			"images per day":        250e6 * 3 * 500e3, // 375 TB — the seed says 3.75 PB
+		},
+		"e-commerce": {
+			"peak orders": 6 * 500e3 / 86400, // 34.7 — the seed says 350
+			"SKU cache":   5e6 * 200,
+		},
+	}
+	for _, s := range Scenarios() {
+		w, ok := want[s.Name]
+		if !ok {
+			t.Errorf("scenario %q has no hand-computed values", s.Name)
+			continue
+		}
+		if len(w) != len(s.Figures) {
+			t.Errorf("%s: %d figures, %d hand-computed", s.Name, len(s.Figures), len(w))
+		}
+		for _, f := range s.Figures {
+			hw, ok := w[f.Name]
+			if !ok {
+				t.Errorf("%s: figure %q not hand-computed", s.Name, f.Name)
+				continue
+			}
+			if math.Abs(f.Value-hw) > 1e-9*math.Max(1, hw) {
+				t.Errorf("%s / %s = %g, want %g", s.Name, f.Name, f.Value, hw)
+			}
+		}
+	}
+}
+
+// The seed figures this harness cannot reproduce from the seeds' own inputs
+// are exactly these; every other one agrees within the tolerance.
+func TestSeedDisagreements(t *testing.T) {
+	want := map[string]bool{
+		"hot list/peak events":       true,
+		"hot list/peak list reads":   true,
+		"red packet/storage per day": true,
+		"feed/images per day":        true,
+		"e-commerce/peak orders":     true,
+	}
+	for _, s := range Scenarios() {
+		for _, f := range s.Figures {
+			id := s.Name + "/" + f.Name
+			if f.Agrees() == want[id] {
+				t.Errorf("%s: computed %g, seed %g: agrees=%v", id, f.Value, f.Seed, f.Agrees())
+			}
+			if want[id] && math.Abs(f.Ratio()-10) > 1.5 {
+				t.Errorf("%s: seed/computed = %.2f, expected the seeds' ×10 slip", id, f.Ratio())
+			}
+		}
+	}
+}
+
+func TestFigureAgreement(t *testing.T) {
+	cases := []struct {
+		f    Figure
+		want bool
+	}{
+		{Figure{Value: 3472, Seed: 3500}, true},
+		{Figure{Value: 3300, Seed: 3500}, false},
+		{Figure{Value: 45e9, Seed: 40e9, AtLeast: true}, true},
+		{Figure{Value: 30e9, Seed: 40e9, AtLeast: true}, false},
+		{Figure{Value: 7}, true},
+	}
+	for _, c := range cases {
+		if got := c.f.Agrees(); got != c.want {
+			t.Errorf("%+v.Agrees() = %v, want %v", c.f, got, c.want)
+		}
+	}
+}
+
+func TestMachines(t *testing.T) {
+	cases := []struct {
+		peak, measured float64
+		n              int
+		ok             bool
+	}{
+		{3472, 100000, 1, true},
+		{416667, 100000, 5, true},
+		{200000, 100000, 2, true},
+		{10, 0, 0, false},
+	}
+	for _, c := range cases {
+		n, ok := Machines(c.peak, c.measured)
+		if n != c.n || ok != c.ok {
+			t.Errorf("Machines(%g, %g) = %d, %v; want %d, %v", c.peak, c.measured, n, ok, c.n, c.ok)
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/casebook-dev/casebook/internal/backend"
+)
+
+// Measurement is one throughput measurement of a block (or of a raw backend
+// call, as the baseline the blocks are compared with).
+type Measurement struct {
+	Name string
+	Unit string // what one operation is: "ids", "resolves", "SETs"
+	// Setup prepares the operation on env's backends.
+	Setup func(ctx context.Context, env *Env) (Prepared, error)
+}
+
+// Prepared is a measurement ready to run.
+type Prepared struct {
+	Op      func() error // one operation
+	Workers int          // goroutines calling Op; 0 means one per core
+	Backend string       // what it runs on, for the report
+	Cleanup func()       // may be nil
+}
+
+// Result is a measurement's outcome.
+type Result struct {
+	Name    string  `json:"name"`
+	Unit    string  `json:"unit"`
+	Backend string  `json:"backend"`
+	PerSec  float64 `json:"per_sec"`
+	Err     string  `json:"error,omitempty"`
+}
+
+// Env holds the backends the measurements run on, opened on first use.
+type Env struct {
+	RedisAddr string // "" → embedded
+	MySQLDSN  string // "" → SQLite
+
+	redisOnce sync.Once
+	redis     *backend.Redis
+	redisErr  error
+	sqlOnce   sync.Once
+	sql       *backend.SQL
+	sqlErr    error
+}
+
+// Redis returns the Redis backend, opening it on first use.
+func (e *Env) Redis(ctx context.Context) (*backend.Redis, error) {
+	e.redisOnce.Do(func() { e.redis, e.redisErr = backend.OpenRedis(ctx, e.RedisAddr) })
+	return e.redis, e.redisErr
+}
+
+// SQL returns a scratch SQL database, opening it on first use.
+func (e *Env) SQL(ctx context.Context) (*backend.SQL, error) {
+	e.sqlOnce.Do(func() { e.sql, e.sqlErr = backend.OpenSQL(ctx, e.MySQLDSN, "casebook_bench") })
+	return e.sql, e.sqlErr
+}
+
+// Close stops and drops what the measurements opened.
+func (e *Env) Close() {
+	if e.redis != nil {
+		e.redis.Close()
+	}
+	if e.sql != nil {
+		e.sql.Close()
+	}
+}
+
+// Run performs m for about d and reports operations per second. progress is
+// called with the elapsed fraction.
+func (m Measurement) Run(ctx context.Context, env *Env, d time.Duration, progress func(float64)) Result {
+	res := Result{Name: m.Name, Unit: m.Unit}
+	p, err := m.Setup(ctx, env)
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	if p.Cleanup != nil {
+		defer p.Cleanup()
+	}
+	res.Backend = p.Backend
+	res.PerSec, err = rate(ctx, d, p.Workers, p.Op, progress)
+	if err != nil {
+		res.Err = err.Error()
+	}
+	return res
+}
+
+// rate calls op from workers goroutines for d and returns completed calls per
+// second. The first error stops every worker.
+func rate(ctx context.Context, d time.Duration, workers int, op func() error, progress func(float64)) (float64, error) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		done    atomic.Int64
+		stop    atomic.Bool
+		errOnce sync.Once
+		runErr  error
+		wg      sync.WaitGroup
+	)
+	start := time.Now()
+	for range workers {
+		wg.Go(func() {
+			for !stop.Load() {
+				for range 64 { // check the clock rarely: ops can take nanoseconds
+					if err := op(); err != nil {
+						errOnce.Do(func() { runErr = err })
+						stop.Store(true)
+						return
+					}
+				}
+				done.Add(64)
+			}
+		})
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(d)
+wait:
+	for {
+		select {
+		case <-tick.C:
+			if progress != nil {
+				progress(min(1, float64(time.Since(start))/float64(d)))
+			}
+		case <-deadline:
+			break wait
+		case <-ctx.Done():
+			break wait
+		}
+		if stop.Load() {
+			break
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if runErr != nil {
+		return 0, runErr
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return float64(done.Load()) / elapsed.Seconds(), nil
+}
+
+// describe names a backend for the report.
+func describe(kind backend.Kind, addrs ...string) string {
+	if len(addrs) == 0 {
+		return string(kind)
+	}
+	return fmt.Sprintf("%s %s", kind, addrs[0])
+}

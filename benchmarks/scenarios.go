@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"time"
+)
+
+// Scenario is one seed's capacity case: its inputs, the figures computed from
+// them beside the seed's own, and the loads to size machines for.
+type Scenario struct {
+	Name    string   `json:"name"`
+	Inputs  []string `json:"inputs"`
+	Figures []Figure `json:"figures"`
+	Sizings []Sizing `json:"sizings"`
+}
+
+// Scenarios returns the seeds' cases. Every figure is computed from the inputs
+// listed with it; the seed's figure is kept beside it, never copied into it.
+func Scenarios() []Scenario {
+	return []Scenario{
+		shortLink(), leaderboard(), hotList(), signIn(), orderPay(),
+		flashSale(), redPacket(), feed(), eCommerce(),
+	}
+}
+
+func shortLink() Scenario {
+	const links, readsEach, bytesPer = 1e6, 100, 300
+	writes := Load{PerDay: links, Window: day, Share: 1, PeakFactor: 5}
+	reads := Load{PerDay: links * readsEach, Window: day, Share: 1, PeakFactor: 3}
+	perYear := links * bytesPer * year
+	return Scenario{
+		Name:   "short link",
+		Inputs: []string{"1M links/day", "100 reads/link", "peak ×3 reads, ×5 writes", "300 B/record"},
+		Figures: []Figure{
+			{Name: "avg reads", Unit: "/s", Value: reads.Avg(), Seed: 1157},
+			{Name: "peak reads", Unit: "/s", Value: reads.Peak(), Seed: 3500},
+			{Name: "avg writes", Unit: "/s", Value: writes.Avg(), Seed: 11.6},
+			{Name: "peak writes", Unit: "/s", Value: writes.Peak(), Seed: 60},
+			{Name: "storage per year", Unit: "B", Value: perYear, Seed: 110 * GB},
+			{Name: "storage, 5 years", Unit: "B", Value: 5 * perYear, Seed: 550 * GB},
+		},
+		Sizings: []Sizing{
+			{What: "peak new codes/s", Peak: writes.Peak(), Measurement: "idgen.shortcode"},
+			{What: "peak resolves/s", Peak: reads.Peak(), Measurement: "shortlink.resolve"},
+		},
+	}
+}
+
+func leaderboard() Scenario {
+	const dau, games, bytesPer, players = 5e6, 10, 70, 50e6
+	// One score write per game, and one board view after each game.
+	writes := Load{PerDay: dau * games, Window: 4 * time.Hour, Share: 1, PeakFactor: 3}
+	reads := writes
+	return Scenario{
+		Name:   "leaderboard",
+		Inputs: []string{"50M players", "5M DAU × 10 games/day", "4 h evening window", "peak ×3", "one board view per game", "70 B/member"},
+		Figures: []Figure{
+			{Name: "peak score writes", Unit: "/s", Value: writes.Peak(), Seed: 10416},
+			{Name: "peak board reads", Unit: "/s", Value: reads.Peak(), Seed: 10000},
+			{Name: "sorted-set memory", Unit: "B", Value: players * bytesPer, Seed: 3.5 * GB},
+		},
+		Sizings: []Sizing{{What: "peak score writes/s", Peak: writes.Peak(), Measurement: "rank.add"}},
+	}
+}
+
+func hotList() Scenario {
+	const dau, interactions, views, items, bytesPer = 100e6, 20, 2, 5e6, 70
+	writes := Load{PerDay: dau * interactions, Window: 4 * time.Hour, Share: 1, PeakFactor: 3}
+	reads := Load{PerDay: dau * views, Window: 4 * time.Hour, Share: 1, PeakFactor: 3}
+	return Scenario{
+		Name:   "hot list",
+		Inputs: []string{"100M DAU × 20 interactions/day", "2 list views/user/day", "4 h window", "peak ×3", "5M active items × 70 B"},
+		Figures: []Figure{
+			{Name: "peak events", Unit: "/s", Value: writes.Peak(), Seed: 4.17e6},
+			{Name: "peak list reads", Unit: "/s", Value: reads.Peak(), Seed: 417e3},
+			{Name: "item memory", Unit: "B", Value: items * bytesPer, Seed: 350 * MB},
+		},
+		Sizings: []Sizing{{What: "peak events/s", Peak: writes.Peak(), Measurement: "hotlist.event"}},
+	}
+}
+
+func signIn() Scenario {
+	const dau, bytesPer, readsPerWrite = 1e6, 50, 10
+	writes := Load{PerDay: dau, Window: 2 * time.Hour, Share: 1, PeakFactor: 5}
+	bitmapBytes := float64((366 + 7) / 8) // one bit per day of a leap year
+	return Scenario{
+		Name:   "sign-in",
+		Inputs: []string{"1M DAU, all sign", "2 h window", "peak ×5", "reads = 10 × writes", "50 B/record"},
+		Figures: []Figure{
+			{Name: "avg sign-ins", Unit: "/s", Value: writes.Avg(), Seed: 139},
+			{Name: "peak sign-ins", Unit: "/s", Value: writes.Peak(), Seed: 700},
+			{Name: "peak reads", Unit: "/s", Value: readsPerWrite * writes.Peak(), Seed: 7000},
+			{Name: "record storage per year", Unit: "B", Value: dau * bytesPer * year, Seed: 18 * GB},
+			{Name: "bitmaps per year", Unit: "B", Value: dau * bitmapBytes, Seed: 46 * MB},
+		},
+		Sizings: []Sizing{{What: "peak sign-ins/s", Peak: writes.Peak(), Measurement: "signin.sign"}},
+	}
+}
+
+func orderPay() Scenario {
+	const dau, orderRate, writesPer, bytesPer = 5e6, 0.05, 10, 1 * KB
+	orders := Load{PerDay: dau * orderRate, Window: 4 * time.Hour, Share: 0.8, PeakFactor: 5}
+	sale := Load{PerDay: 5e6, Window: time.Hour, Share: 1, PeakFactor: 5}
+	return Scenario{
+		Name:   "order & pay",
+		Inputs: []string{"5M DAU, 5% order", "80% in 4 h", "peak ×5", "10 DB writes/order", "1 KB/order", "sale: 5M orders in 1 h, ×5"},
+		Figures: []Figure{
+			{Name: "avg orders", Unit: "/s", Value: orders.Avg(), Seed: 14},
+			{Name: "peak orders", Unit: "/s", Value: orders.Peak(), Seed: 70},
+			{Name: "peak DB writes", Unit: "/s", Value: writesPer * orders.Peak(), Seed: 700},
+			{Name: "sale peak orders", Unit: "/s", Value: sale.Peak(), Seed: 7000},
+			{Name: "sale peak DB writes", Unit: "/s", Value: writesPer * sale.Peak(), Seed: 70000},
+			{Name: "storage per year", Unit: "B", Value: dau * orderRate * bytesPer * year, Seed: 91 * GB},
+		},
+		Sizings: []Sizing{{What: "sale peak order numbers/s", Peak: sale.Peak(), Measurement: "idgen.snowflake"}},
+	}
+}
+
+func flashSale() Scenario {
+	const requests, admitted, stock = 1e6, 100e3, 5000
+	gateway := Load{PerDay: requests, Window: time.Second, Share: 1, PeakFactor: 1}
+	service := Load{PerDay: admitted, Window: time.Second, Share: 1, PeakFactor: 1}
+	return Scenario{
+		Name:   "flash sale",
+		Inputs: []string{"5000 stock", "1M requests in one second", "100k admitted past the gateway"},
+		Figures: []Figure{
+			{Name: "gateway", Unit: "/s", Value: gateway.Peak(), Seed: 1e6},
+			{Name: "to the service", Unit: "/s", Value: service.Peak(), Seed: 1e5},
+			{Name: "winners", Unit: "", Value: stock},
+		},
+		Sizings: []Sizing{{What: "stock decisions/s", Peak: service.Peak(), Measurement: "seckill.buy"}},
+	}
+}
+
+func redPacket() Scenario {
+	const packets, grabs, bytesPer, statedPeak = 3.777e9, 10, 100, 760e3
+	// Rows per packet: one per grab, the send record and, at most, a refund.
+	const rowsPerPacket = grabs + 1 + 1
+	rows := packets * rowsPerPacket
+	grabLoad := Load{PerDay: packets * grabs, Window: day, Share: 1, PeakFactor: 1}
+	return Scenario{
+		Name: "red packet",
+		Inputs: []string{"3.777e9 packets/day", "10 grabs each", "rows: grabs + send + refund", "100 B/record",
+			fmt.Sprintf("peak 760k grabs/s (stated; %.1f× the day's average)", statedPeak/grabLoad.Avg())},
+		Figures: []Figure{
+			{Name: "grab rows per day", Unit: "", Value: packets * grabs, Seed: 37.77e9},
+			{Name: "rows per day", Unit: "", Value: rows, Seed: 40e9, AtLeast: true},
+			{Name: "storage per day", Unit: "B", Value: rows * bytesPer, Seed: 40 * TB},
+			{Name: "avg grabs", Unit: "/s", Value: grabLoad.Avg()},
+		},
+		Sizings: []Sizing{{What: "peak grabs/s", Peak: statedPeak, Measurement: "redpacket.grab"}},
+	}
+}
+
+func feed() Scenario {
+	const dau, posts, refreshes, postBytes, images, imageBytes = 500e6, 0.5, 10, 1 * KB, 3, 500 * KB
+	writes := Load{PerDay: dau * posts, Window: day, Share: 1, PeakFactor: 3}
+	reads := Load{PerDay: dau * refreshes, Window: day, Share: 1, PeakFactor: 3}
+	return Scenario{
+		Name:   "feed",
+		Inputs: []string{"500M DAU", "0.5 posts, 10 refreshes/user/day", "peak ×3", "1 KB/post", "3 images × 500 KB/post"},
+		Figures: []Figure{
+			{Name: "peak posts", Unit: "/s", Value: writes.Peak(), Seed: 8700},
+			{Name: "peak timeline reads", Unit: "/s", Value: reads.Peak(), Seed: 170e3},
+			{Name: "post storage per year", Unit: "B", Value: dau * posts * postBytes * year, Seed: 91 * TB},
+			{Name: "images per day", Unit: "B", Value: dau * posts * images * imageBytes, Seed: 3.75 * PB},
+		},
+		Sizings: []Sizing{
+			{What: "peak post ids/s", Peak: writes.Peak(), Measurement: "idgen.snowflake"},
+			{What: "peak timeline reads/s", Peak: reads.Peak(), Measurement: "feed.read"},
+		},
+	}
+}
+
+func eCommerce() Scenario {
+	const orders, skus, skuBytes = 500e3, 5e6, 200
+	load := Load{PerDay: orders, Window: day, Share: 1, PeakFactor: 6}
+	return Scenario{
+		Name:   "e-commerce",
+		Inputs: []string{"500k orders/day", "peak factor 6", "5M SKUs × 200 B in Redis"},
+		Figures: []Figure{
+			{Name: "peak orders", Unit: "/s", Value: load.Peak(), Seed: 350},
+			{Name: "SKU cache", Unit: "B", Value: skus * skuBytes, Seed: 1 * GB},
+		},
+		Sizings: []Sizing{{What: "peak order numbers/s", Peak: load.Peak(), Measurement: "idgen.snowflake"}},
+	}
+}
