@@ -4,6 +4,13 @@ import (
 	"context"
 	"strconv"
 	"sync/atomic"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/shard"
 )
 
 // measurements lists every throughput measurement the harness knows, in the
@@ -12,7 +19,76 @@ import (
 func measurements() []Measurement {
 	return []Measurement{
 		redisSetBaseline(),
+		snowflakeIDs(),
+		segmentIDs(),
+		shortCodes(),
+		shardRoutes(),
 	}
+}
+
+// inProcess wraps an operation that needs no backend.
+func inProcess(name, unit string, workers int, setup func(ctx context.Context) (func() error, error)) Measurement {
+	return Measurement{Name: name, Unit: unit, Setup: func(ctx context.Context, _ *Env) (Prepared, error) {
+		op, err := setup(ctx)
+		return Prepared{Op: op, Workers: workers, Backend: "in-process"}, err
+	}}
+}
+
+// snowflakeIDs: one node, all cores asking; bwmarrin caps a node at 4096/ms.
+func snowflakeIDs() Measurement {
+	return inProcess("idgen.snowflake", "ids (one node)", 0, func(ctx context.Context) (func() error, error) {
+		s, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 1})
+		if err != nil {
+			return nil, err
+		}
+		return func() error { _, err := s.Next(ctx); return err }, nil
+	})
+}
+
+// segmentIDs leases from the chosen Redis; the steady state is in-process.
+func segmentIDs() Measurement {
+	m := Measurement{Name: "idgen.segment", Unit: "ids (one allocator)"}
+	m.Setup = func(ctx context.Context, env *Env) (Prepared, error) {
+		r, err := env.Redis(ctx)
+		if err != nil {
+			return Prepared{}, err
+		}
+		ns := "casebook:bench:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		seg, err := idgen.NewSegment(ctx, idgen.NewRedisSource(r.Client, ns), idgen.SegmentConfig{Tag: "bench", Step: 1_000_000})
+		if err != nil {
+			return Prepared{}, err
+		}
+		op := func() error { _, err := seg.Next(ctx); return err }
+		cleanup := func() { r.Client.Del(ctx, keys.NewSpace(ns).Key("bench", "segment")) }
+		return Prepared{Op: op, Workers: 1, Backend: describe(r.Kind, r.Addrs...), Cleanup: cleanup}, nil
+	}
+	return m
+}
+
+func shortCodes() Measurement {
+	return inProcess("idgen.shortcode", "codes (one core)", 1, func(context.Context) (func() error, error) {
+		codes, err := idgen.NewShortCodes(nil, idgen.ShortCodeConfig{Key: 1})
+		if err != nil {
+			return nil, err
+		}
+		var n uint64
+		return func() error { n++; _, err := codes.Encode(n); return err }, nil
+	})
+}
+
+func shardRoutes() Measurement {
+	return inProcess("shard.route", "routes (one core, 8×32)", 1, func(context.Context) (func() error, error) {
+		r, err := shard.New(make([]*sqlx.DB, 8), shard.Config{Table: "orders", TablesPerDB: 32})
+		if err != nil {
+			return nil, err
+		}
+		keys := make([]string, 1024)
+		for i := range keys {
+			keys[i] = "user-" + strconv.Itoa(i*7919)
+		}
+		i := 0
+		return func() error { r.ByKey(keys[i&1023]); i++; return nil }, nil
+	})
 }
 
 // redisSetBaseline is the raw go-redis SET rate on the chosen Redis from one

@@ -1,0 +1,239 @@
+package idgen_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/testenv"
+)
+
+func sqlSource(t *testing.T) idgen.Source {
+	t.Helper()
+	src, err := idgen.NewSQLSource(testenv.NewSQL(t), "id_segments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := src.CreateTable(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
+func sources(t *testing.T) map[string]func(t *testing.T) (idgen.Source, string) {
+	return map[string]func(t *testing.T) (idgen.Source, string){
+		"sql": func(t *testing.T) (idgen.Source, string) { return sqlSource(t), "orders" },
+		"redis": func(t *testing.T) (idgen.Source, string) {
+			r := testenv.NewRedis(t)
+			return idgen.NewRedisSource(r.Client, r.Namespace), "orders"
+		},
+		"redis-cluster": func(t *testing.T) (idgen.Source, string) {
+			r := testenv.NewRedisCluster(t)
+			return idgen.NewRedisSource(r.Client, r.Namespace), "orders"
+		},
+	}
+}
+
+// bitset marks ids atomically and reports a second mark.
+type bitset []atomic.Uint64
+
+func (b bitset) mark(id int64) (dup bool) {
+	bit := uint64(1) << (id % 64)
+	return b[id/64].Or(bit)&bit != 0
+}
+
+// Three allocators (as three nodes would) × 8 goroutines × 1M ids on one
+// source: every id is handed out once.
+func TestSegmentNoDuplicateAcrossAllocators(t *testing.T) {
+	const allocators, goroutines, perGoroutine, step = 3, 8, 1_000_000, 50_000
+	if testing.Short() {
+		t.Skip("24M ids")
+	}
+	for name, open := range sources(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			src, tag := open(t)
+			// Every allocator wastes at most its current and prefetched lease.
+			maxID := int64(allocators*goroutines*perGoroutine + 3*allocators*step)
+			seen := make(bitset, maxID/64+1)
+			var wg sync.WaitGroup
+			var issued atomic.Int64
+			for range allocators {
+				seg, err := idgen.NewSegment(ctx, src, idgen.SegmentConfig{Tag: tag, Step: step})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range goroutines {
+					wg.Go(func() {
+						prev := int64(0)
+						for range perGoroutine {
+							id, err := seg.Next(ctx)
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if id <= prev || id < 1 || id > maxID {
+								t.Errorf("id %d after %d (max %d)", id, prev, maxID)
+								return
+							}
+							if seen.mark(id) {
+								t.Errorf("id %d handed out twice", id)
+								return
+							}
+							prev = id
+						}
+						issued.Add(perGoroutine)
+					})
+				}
+			}
+			wg.Wait()
+			if got := issued.Load(); got != allocators*goroutines*perGoroutine {
+				t.Fatalf("issued %d ids", got)
+			}
+		})
+	}
+}
+
+// slowSource counts leases and can hold them back or fail them.
+type slowSource struct {
+	idgen.Source
+	leases  atomic.Int64
+	gate    chan struct{} // when non-nil, each lease waits for a token
+	failing atomic.Bool
+}
+
+func (s *slowSource) Lease(ctx context.Context, tag string, step int64) (int64, error) {
+	if s.gate != nil {
+		<-s.gate
+	}
+	if s.failing.Load() {
+		return 0, errors.New("injected source failure")
+	}
+	s.leases.Add(1)
+	return s.Source.Lease(ctx, tag, step)
+}
+
+// The next lease is fetched once 10% of the current one is used, so crossing
+// into it needs no I/O.
+func TestSegmentPrefetchesAtTenPercent(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	src := &slowSource{Source: idgen.NewRedisSource(r.Client, r.Namespace), gate: make(chan struct{}, 10)}
+	src.gate <- struct{}{}
+	seg, err := idgen.NewSegment(ctx, src, idgen.SegmentConfig{Tag: "t", Step: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if id, _ := seg.Next(ctx); id != int64(i+1) {
+			t.Fatalf("id %d, want %d", id, i+1)
+		}
+	}
+	if n := src.leases.Load(); n != 1 {
+		t.Fatalf("%d leases before 10%% used, want 1", n)
+	}
+	seg.Next(ctx)          // the 11th id: 10% used → prefetch starts (blocked at the gate)
+	src.gate <- struct{}{} // let it through
+	for range 89 {
+		seg.Next(ctx)
+	}
+	// The first lease is used up; the prefetched one must serve without a
+	// further lease (the gate is empty: a synchronous fetch would block).
+	id, err := seg.Next(ctx)
+	if err != nil || id != 101 {
+		t.Fatalf("first id of the second lease = %d, %v; want 101", id, err)
+	}
+	if n := src.leases.Load(); n != 2 {
+		t.Fatalf("%d leases, want 2", n)
+	}
+}
+
+// A failing source surfaces as an error from Next once the buffered ids run
+// out, and the allocator recovers when the source does.
+func TestSegmentSourceFailure(t *testing.T) {
+	ctx := context.Background()
+	src := &slowSource{Source: sqlSource(t)}
+	seg, err := idgen.NewSegment(ctx, src, idgen.SegmentConfig{Tag: "t", Step: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.failing.Store(true)
+	var got []int64
+	var lastErr error
+	for range 30 {
+		id, err := seg.Next(ctx)
+		if err != nil {
+			lastErr = err
+			break
+		}
+		got = append(got, id)
+	}
+	if lastErr == nil || len(got) != 10 {
+		t.Fatalf("handed out %d ids then err=%v; want the 10 leased ids then an error", len(got), lastErr)
+	}
+	src.failing.Store(false)
+	id, err := seg.Next(ctx)
+	if err != nil || id != 11 {
+		t.Fatalf("after recovery: %d, %v; want 11", id, err)
+	}
+}
+
+func TestSegmentConfigErrors(t *testing.T) {
+	ctx := context.Background()
+	src := sqlSource(t)
+	for _, cfg := range []idgen.SegmentConfig{
+		{Tag: ""}, {Tag: "t", Step: -1}, {Tag: "t", PrefetchAt: 1.5},
+	} {
+		if _, err := idgen.NewSegment(ctx, src, cfg); !errors.Is(err, idgen.ErrSegmentConfig) {
+			t.Errorf("%+v: %v, want ErrSegmentConfig", cfg, err)
+		}
+	}
+	if _, err := idgen.NewSQLSource(testenv.NewSQL(t), "x; DROP TABLE y"); !errors.Is(err, idgen.ErrSegmentConfig) {
+		t.Errorf("hostile table name accepted: %v", err)
+	}
+}
+
+// Separate tags count separately; ids are dense within one allocator.
+func TestSegmentTagsAreIndependent(t *testing.T) {
+	ctx := context.Background()
+	src := sqlSource(t)
+	a, _ := idgen.NewSegment(ctx, src, idgen.SegmentConfig{Tag: "a", Step: 5})
+	b, _ := idgen.NewSegment(ctx, src, idgen.SegmentConfig{Tag: "b", Step: 5})
+	var got []string
+	for range 7 {
+		x, _ := a.Next(ctx)
+		y, _ := b.Next(ctx)
+		got = append(got, fmt.Sprint(x, y))
+	}
+	if fmt.Sprint(got) != "[1 1 2 2 3 3 4 4 5 5 6 6 7 7]" {
+		t.Fatalf("got %v", got)
+	}
+}
+
+// Short codes drawn from a segment are distinct and decode to their counter.
+func TestShortCodesFromSegment(t *testing.T) {
+	ctx := context.Background()
+	seg, err := idgen.NewSegment(ctx, sqlSource(t), idgen.SegmentConfig{Tag: "links", Step: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes, _ := idgen.NewShortCodes(seg, idgen.ShortCodeConfig{Key: 12345})
+	seen := map[string]bool{}
+	for i := range 5000 {
+		c, err := codes.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[c] || len(c) != 7 {
+			t.Fatalf("code %q duplicate or wrong length", c)
+		}
+		seen[c] = true
+		if n, _ := codes.Decode(c); n != uint64(i+1) {
+			t.Fatalf("code %q decodes to %d, want %d", c, n, i+1)
+		}
+	}
+}
