@@ -10,6 +10,7 @@ import (
 
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/rank"
 	"github.com/casebook-dev/casebook/shard"
 )
 
@@ -23,7 +24,33 @@ func measurements() []Measurement {
 		segmentIDs(),
 		shortCodes(),
 		shardRoutes(),
+		rankAdd(),
 	}
+}
+
+// rankAdd is one Board.Add per call (a Lua script), four callers, on the
+// chosen Redis.
+func rankAdd() Measurement {
+	m := Measurement{Name: "rank.add", Unit: "score writes (un-batched)"}
+	m.Setup = func(ctx context.Context, env *Env) (Prepared, error) {
+		r, err := env.Redis(ctx)
+		if err != nil {
+			return Prepared{}, err
+		}
+		ns := "casebook:bench:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		board, err := rank.New(r.Client, rank.Config{Name: "bench", Namespace: ns, Epoch: time.Now().Add(-time.Second)})
+		if err != nil {
+			return Prepared{}, err
+		}
+		var n atomic.Uint64
+		op := func() error {
+			_, err := board.Add(ctx, "m"+strconv.FormatUint(n.Add(1)%10000, 10), 1)
+			return err
+		}
+		cleanup := func() { r.Client.Del(ctx, board.Keys()...) }
+		return Prepared{Op: op, Workers: 4, Backend: describe(r.Kind, r.Addrs...), Cleanup: cleanup}, nil
+	}
+	return m
 }
 
 // inProcess wraps an operation that needs no backend.

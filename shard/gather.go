@@ -33,11 +33,13 @@ func Gather[T any](ctx context.Context, shards []Shard, parallel int,
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	return merge(results, less, limit), nil
+	return Merge(results, less, limit), nil
 }
 
-// merge is a k-way merge of sorted lists through a min-heap of list heads.
-func merge[T any](lists [][]T, less func(a, b T) bool, limit int) []T {
+// Merge is a k-way merge of lists, each sorted by less, into one sorted list
+// of at most limit items (limit ≤ 0: all), through a heap of list heads:
+// O(limit × log(len(lists))). Ties keep list order.
+func Merge[T any](lists [][]T, less func(a, b T) bool, limit int) []T {
 	h := &heads[T]{less: less}
 	total := 0
 	for i, l := range lists {

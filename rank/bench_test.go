@@ -1,0 +1,158 @@
+package rank_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/casebook-dev/casebook/internal/testenv"
+	"github.com/casebook-dev/casebook/rank"
+)
+
+// BenchmarkAdd: one script call per Add, against a raw go-redis ZINCRBY on the
+// same server in the same run.
+func BenchmarkAdd(b *testing.B) {
+	ctx := context.Background()
+	r := testenv.NewRedis(b)
+	board := newBoard(b, r, "add", 1, time.Now)
+	b.Run("board", func(b *testing.B) {
+		b.ReportAllocs()
+		var n atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := board.Add(ctx, "m"+strconv.FormatInt(n.Add(1)%10000, 10), 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	b.Run("raw-zincrby", func(b *testing.B) {
+		b.ReportAllocs()
+		var n atomic.Int64
+		key := r.Namespace + ":raw"
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := r.Client.ZIncrBy(ctx, key, 1, "m"+strconv.FormatInt(n.Add(1)%10000, 10)).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkAddBatched: 1000 updates per Apply, against 1000 ZINCRBYs in one
+// raw go-redis pipeline. The metric is updates/s.
+func BenchmarkAddBatched(b *testing.B) {
+	ctx := context.Background()
+	r := testenv.NewRedis(b)
+	const batch = 1000
+	members := make([]string, batch)
+	for i := range members {
+		members[i] = "m" + strconv.Itoa(i*7)
+	}
+	for _, shards := range []int{1, 8} {
+		board := newBoard(b, r, fmt.Sprintf("batched%d", shards), shards, time.Now)
+		b.Run(fmt.Sprintf("board-%dshards", shards), func(b *testing.B) {
+			b.ReportAllocs()
+			ups := make([]rank.Update, batch)
+			for i := range ups {
+				ups[i] = rank.Update{Member: members[i], Mode: rank.Increment, Value: 1}
+			}
+			start := time.Now()
+			for b.Loop() {
+				if _, err := board.Apply(ctx, ups); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "updates/s")
+		})
+	}
+	b.Run("raw-pipelined-zincrby", func(b *testing.B) {
+		b.ReportAllocs()
+		key := r.Namespace + ":rawbatch"
+		start := time.Now()
+		for b.Loop() {
+			pipe := r.Client.Pipeline()
+			for _, m := range members {
+				pipe.ZIncrBy(ctx, key, 1, m)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "updates/s")
+	})
+}
+
+func BenchmarkTopCached(b *testing.B) {
+	ctx := context.Background()
+	r := testenv.NewRedis(b)
+	board := populated(b, r, "cached", 8, 10000)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if top, err := board.TopCached(ctx, 100); err != nil || len(top) != 100 {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkTopSharded64(b *testing.B) {
+	ctx := context.Background()
+	board := populated(b, testenv.NewRedis(b), "top64", 64, 50000)
+	latencies(b, func() error {
+		top, err := board.Top(ctx, 100)
+		if err == nil && len(top) != 100 {
+			err = fmt.Errorf("top has %d entries", len(top))
+		}
+		return err
+	})
+}
+
+func BenchmarkRankSharded64(b *testing.B) {
+	ctx := context.Background()
+	board := populated(b, testenv.NewRedis(b), "rank64", 64, 50000)
+	i := 0
+	latencies(b, func() error {
+		i++
+		_, err := board.Rank(ctx, "p"+strconv.Itoa(i*7919%50000))
+		return err
+	})
+}
+
+// latencies runs op b.N times and reports the median and p99 in ms.
+func latencies(b *testing.B, op func() error) {
+	b.ReportAllocs()
+	var ds []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2])/1e6, "p50-ms")
+	b.ReportMetric(float64(ds[len(ds)*99/100])/1e6, "p99-ms")
+}
+
+func populated(b *testing.B, r *testenv.Redis, name string, shards, members int) *rank.Board {
+	b.Helper()
+	board := newBoard(b, r, name, shards, time.Now)
+	ups := make([]rank.Update, 0, 1000)
+	for i := range members {
+		ups = append(ups, rank.Update{Member: "p" + strconv.Itoa(i), Mode: rank.Replace, Value: int64(i*7919) % 100000})
+		if len(ups) == cap(ups) || i == members-1 {
+			if _, err := board.Apply(context.Background(), ups); err != nil {
+				b.Fatal(err)
+			}
+			ups = ups[:0]
+		}
+	}
+	return board
+}

@@ -1,0 +1,39 @@
+// Package rank is a real-time leaderboard on Redis sorted sets.
+//
+// A Board ranks members by an integer score and, at equal scores, by who
+// reached the score first — exactly, not by float rounding. Each stored value
+// is score × 2^TimeBits + (2^TimeBits − 1 − tick), where tick counts
+// Resolution steps since the board's Epoch; the whole value stays within the
+// 53 bits a float64 holds exactly, so scores are limited to
+// 0..2^(53−TimeBits)−1 (MaxScore) and writes are accepted only during
+// [Epoch, Epoch+Lifetime). A score or time outside those ranges is rejected
+// with ErrScoreRange or ErrTimeRange, never rounded. With the defaults (1 ms
+// resolution, 30-day lifetime, 32 time bits) scores go up to 2,097,151; a
+// daily board holds 2^26−1. Members reaching one score within the same
+// Resolution are ordered by member name, greater first, as Redis orders
+// equal values.
+//
+// Set, Add and Best run as one Lua script on the member's shard (read, decide,
+// write atomically); Apply sends many updates as one script call per shard
+// per 256 updates, pipelined. The time comes from the caller's clock
+// (Config.Now), not Redis' TIME: the shards of one board may live on
+// different servers, whose clocks would disagree about who was first.
+//
+// Sharding: with Shards = N the board is N sorted sets chosen by member hash,
+// each under its own hash tag so a Redis Cluster spreads them. Top merges each
+// shard's top n (k-way); Rank is exact: 1 + the members ahead on every shard
+// (a ZCOUNT per shard plus the rare equal values), in one pipelined round
+// trip; Around and Page ask each shard for its nearest members on either side
+// and merge. Results are identical to a single sorted set's — the tests drive
+// N = 1, 7 and 64 against an in-memory model.
+//
+// TopCached serves the top from process memory, refreshed at most once per
+// Staleness (1 s) by one of the concurrent readers. Periodic hands out daily,
+// weekly or monthly boards in a time zone, expiring after a retention.
+//
+// Redis is the record here: a failover can lose the last acknowledged writes
+// (the Redis Cluster specification says so). Feed boards from an event log you
+// can replay if scores are worth money.
+//
+// A Board is safe for concurrent use.
+package rank

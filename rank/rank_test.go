@@ -1,0 +1,423 @@
+package rank_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/casebook-dev/casebook/internal/testenv"
+	"github.com/casebook-dev/casebook/rank"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var epoch = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+// clock is a settable time source.
+type clock struct{ ns atomic.Int64 }
+
+func newClock(t time.Time) *clock    { c := &clock{}; c.ns.Store(t.UnixNano()); return c }
+func (c *clock) Now() time.Time      { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *clock) Add(d time.Duration) { c.ns.Add(int64(d)) }
+
+func newBoard(t testing.TB, r *testenv.Redis, name string, shards int, now func() time.Time) *rank.Board {
+	t.Helper()
+	b, err := rank.New(r.Client, rank.Config{Name: name, Namespace: r.Namespace, Shards: shards, Epoch: epoch, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// model is the reference: a plain map, sorted on demand.
+type model struct {
+	score map[string]int64
+	tick  map[string]int64
+}
+
+func (m *model) apply(op string, member string, v, tick int64) {
+	cur, ok := m.score[member]
+	next := v
+	switch op {
+	case "add":
+		next = cur + v
+	case "best":
+		if ok && cur >= v {
+			next = cur
+		}
+	case "remove":
+		delete(m.score, member)
+		delete(m.tick, member)
+		return
+	}
+	if next < 0 || next > 2097151 {
+		return
+	}
+	if !ok || next != cur {
+		m.score[member], m.tick[member] = next, tick
+	}
+}
+
+func (m *model) sorted() []rank.Entry {
+	var out []rank.Entry
+	for mem, s := range m.score {
+		out = append(out, rank.Entry{Member: mem, Score: s, At: epoch.Add(time.Duration(m.tick[mem]) * time.Millisecond)})
+	}
+	slices.SortFunc(out, func(a, b rank.Entry) int {
+		switch {
+		case a.Score != b.Score:
+			return int(b.Score - a.Score)
+		case !a.At.Equal(b.At):
+			return a.At.Compare(b.At) // earlier first
+		case a.Member != b.Member:
+			if a.Member > b.Member {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	for i := range out {
+		out[i].Rank = int64(i + 1)
+	}
+	return out
+}
+
+func same(a, b []rank.Entry) bool {
+	return slices.EqualFunc(a, b, func(x, y rank.Entry) bool {
+		return x.Member == y.Member && x.Score == y.Score && x.Rank == y.Rank && x.At.Equal(y.At)
+	})
+}
+
+// TestAgainstModel drives random operations — with many equal scores and many
+// writes within one millisecond — into boards of 1, 7 and 64 shards and a
+// reference model, and checks that all agree on Top, Rank, Around and Page.
+func TestAgainstModel(t *testing.T) {
+	for name, r := range map[string]*testenv.Redis{"redis": testenv.NewRedis(t), "cluster": testenv.NewRedisCluster(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := newClock(epoch.Add(time.Hour))
+			var boards []*rank.Board
+			for _, n := range []int{1, 7, 64} {
+				boards = append(boards, newBoard(t, r, fmt.Sprintf("prop%d", n), n, clk.Now))
+			}
+			m := &model{score: map[string]int64{}, tick: map[string]int64{}}
+			rng := rand.New(rand.NewPCG(7, 11))
+			for round := range 30 {
+				for range 40 {
+					member := fmt.Sprintf("p%02d", rng.IntN(60))
+					ops := []string{"set", "add", "best", "remove", "add"}
+					op := ops[rng.IntN(len(ops))]
+					v := rng.Int64N(12)
+					if op == "add" && rng.IntN(4) == 0 {
+						v = -v
+					}
+					tick := clk.Now().Sub(epoch).Milliseconds()
+					m.apply(op, member, v, tick)
+					for _, b := range boards {
+						var err error
+						switch op {
+						case "set":
+							_, err = b.Set(ctx, member, v)
+						case "add":
+							_, err = b.Add(ctx, member, v)
+						case "best":
+							_, err = b.Best(ctx, member, v)
+						case "remove":
+							err = b.Remove(ctx, member)
+						}
+						if err != nil && !errors.Is(err, rank.ErrScoreRange) {
+							t.Fatal(err)
+						}
+					}
+					clk.Add(time.Duration(rng.IntN(2)) * time.Millisecond) // half the writes share a tick
+				}
+				want := m.sorted()
+				for _, b := range boards {
+					checkBoard(t, ctx, b, want, rng, round)
+				}
+			}
+		})
+	}
+}
+
+func checkBoard(t *testing.T, ctx context.Context, b *rank.Board, want []rank.Entry, rng *rand.Rand, round int) {
+	t.Helper()
+	shards := len(b.Keys())
+	top, err := b.Top(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !same(top, want[:min(10, len(want))]) {
+		t.Fatalf("round %d, %d shards: top 10\n got %v\nwant %v", round, shards, top, want[:min(10, len(want))])
+	}
+	if size, _ := b.Size(ctx); size != int64(len(want)) {
+		t.Fatalf("size %d, want %d", size, len(want))
+	}
+	for range 5 {
+		if len(want) == 0 {
+			break
+		}
+		w := want[rng.IntN(len(want))]
+		got, err := b.Rank(ctx, w.Member)
+		if err != nil || !same([]rank.Entry{got}, []rank.Entry{w}) {
+			t.Fatalf("round %d, %d shards: Rank(%s) = %+v, %v; want %+v", round, shards, w.Member, got, err, w)
+		}
+		around, err := b.Around(ctx, w.Member, 3)
+		i := int(w.Rank - 1)
+		if exp := want[max(0, i-3):min(len(want), i+4)]; err != nil || !same(around, exp) {
+			t.Fatalf("round %d, %d shards: Around(%s)\n got %v\nwant %v (%v)", round, shards, w.Member, around, exp, err)
+		}
+	}
+	var paged []rank.Entry
+	cursor := ""
+	for {
+		page, next, err := b.Page(ctx, cursor, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paged = append(paged, page...)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if !same(paged, want) {
+		t.Fatalf("round %d, %d shards: paging gave %d entries\n got %v\nwant %v", round, shards, len(paged), paged, want)
+	}
+}
+
+// Ties: at one score, who got there first ranks higher, even a millisecond
+// apart and far beyond float32 or 2^53/2^32 rounding.
+func TestTieBrokenByTimeExactly(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	clk := newClock(epoch.Add(29 * 24 * time.Hour)) // late in the 30-day lifetime: large ticks
+	b := newBoard(t, r, "ties", 1, clk.Now)
+	max := b.MaxScore()
+	if max != 1<<21-1 {
+		t.Fatalf("MaxScore = %d, want 2^21-1 for a 30-day board at 1 ms", max)
+	}
+	for _, m := range []string{"a", "b", "c"} {
+		if _, err := b.Set(ctx, m, max); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(time.Millisecond)
+	}
+	// Re-setting the same score keeps the time it was first reached.
+	if _, err := b.Set(ctx, "a", max); err != nil {
+		t.Fatal(err)
+	}
+	top, _ := b.Top(ctx, 3)
+	if got := top[0].Member + top[1].Member + top[2].Member; got != "abc" {
+		t.Fatalf("order %s, want abc (earliest first)", got)
+	}
+	if !top[0].At.Equal(epoch.Add(29*24*time.Hour)) || top[0].Score != max {
+		t.Fatalf("a: %+v", top[0])
+	}
+}
+
+func TestRangesRejectedNotRounded(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	clk := newClock(epoch.Add(time.Minute))
+	b := newBoard(t, r, "ranges", 3, clk.Now)
+	b.Set(ctx, "x", 10)
+	for _, f := range []func() error{
+		func() error { _, err := b.Set(ctx, "x", b.MaxScore()+1); return err },
+		func() error { _, err := b.Set(ctx, "x", -1); return err },
+		func() error { _, err := b.Add(ctx, "x", -11); return err },
+		func() error { _, err := b.Add(ctx, "x", b.MaxScore()); return err },
+	} {
+		if err := f(); !errors.Is(err, rank.ErrScoreRange) {
+			t.Errorf("err = %v, want ErrScoreRange", err)
+		}
+	}
+	if e, _ := b.Score(ctx, "x"); e.Score != 10 {
+		t.Fatalf("a rejected update changed the score to %d", e.Score)
+	}
+	clk.Add(31 * 24 * time.Hour)
+	if _, err := b.Set(ctx, "x", 1); !errors.Is(err, rank.ErrTimeRange) {
+		t.Fatalf("write after the lifetime: %v", err)
+	}
+	clk.Add(-40 * 24 * time.Hour)
+	if _, err := b.Set(ctx, "x", 1); !errors.Is(err, rank.ErrTimeRange) {
+		t.Fatalf("write before the epoch: %v", err)
+	}
+	if _, err := b.Rank(ctx, "nobody"); !errors.Is(err, rank.ErrNotFound) {
+		t.Fatalf("Rank of a stranger: %v", err)
+	}
+	if _, _, err := b.Page(ctx, "not-a-cursor!", 5); !errors.Is(err, rank.ErrBadCursor) {
+		t.Fatalf("bad cursor: %v", err)
+	}
+	for _, cfg := range []rank.Config{{}, {Name: "x"}, {Name: "x", Epoch: epoch, Shards: -1}, {Name: "x", Epoch: epoch, Lifetime: 100 * 365 * 24 * time.Hour, Resolution: time.Microsecond}} {
+		if _, err := rank.New(r.Client, cfg); !errors.Is(err, rank.ErrConfig) {
+			t.Errorf("New(%+v) = %v, want ErrConfig", cfg, err)
+		}
+	}
+}
+
+// Concurrent Adds from many goroutines sum exactly.
+func TestConcurrentAddsSumExactly(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedisCluster(t)
+	b := newBoard(t, r, "sum", 8, time.Now)
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Go(func() {
+			for i := range 50 {
+				if _, err := b.Add(ctx, fmt.Sprintf("m%d", (g+i)%10), 3); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var total int64
+	top, _ := b.Top(ctx, 100)
+	for _, e := range top {
+		total += e.Score
+	}
+	if total != 32*50*3 || len(top) != 10 {
+		t.Fatalf("total %d over %d members, want %d over 10", total, len(top), 32*50*3)
+	}
+}
+
+// Apply: pipelined batches agree with one-by-one updates, in order, across
+// chunk boundaries, and report rejected updates without applying them.
+func TestApplyBatch(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	clk := newClock(epoch.Add(time.Hour))
+	b := newBoard(t, r, "batch", 4, clk.Now)
+	var ups []rank.Update
+	want := map[string]int64{}
+	for i := range 1000 {
+		m := fmt.Sprintf("u%d", i%37)
+		ups = append(ups, rank.Update{Member: m, Mode: rank.Increment, Value: int64(i % 5)})
+		want[m] += int64(i % 5)
+	}
+	ups = append(ups, rank.Update{Member: "u1", Mode: rank.Increment, Value: -1_000_000})
+	scores, err := b.Apply(ctx, ups)
+	if !errors.Is(err, rank.ErrScoreRange) || scores[len(scores)-1] != -1 {
+		t.Fatalf("rejected update: %v, %d", err, scores[len(scores)-1])
+	}
+	for m, w := range want {
+		if e, _ := b.Score(ctx, m); e.Score != w {
+			t.Fatalf("%s = %d, want %d", m, e.Score, w)
+		}
+	}
+	if _, err := b.Apply(ctx, []rank.Update{{Member: "", Mode: rank.Replace}}); err == nil {
+		t.Fatal("empty member accepted")
+	}
+	if _, err := b.Apply(ctx, []rank.Update{{Member: "x", Mode: 'z'}}); err == nil {
+		t.Fatal("unknown mode accepted")
+	}
+}
+
+func TestTopCachedRefreshesOncePerWindow(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	clk := newClock(epoch.Add(time.Hour))
+	b := newBoard(t, r, "cached", 2, clk.Now)
+	b.Set(ctx, "a", 5)
+	first, _ := b.TopCached(ctx, 10)
+	b.Set(ctx, "b", 9)
+	clk.Add(500 * time.Millisecond)
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if got, _ := b.TopCached(ctx, 10); len(got) != 1 {
+				t.Errorf("within the window: %v, want the cached [a]", got)
+			}
+		})
+	}
+	wg.Wait()
+	clk.Add(600 * time.Millisecond)
+	after, _ := b.TopCached(ctx, 10)
+	if len(first) != 1 || len(after) != 2 || after[0].Member != "b" {
+		t.Fatalf("before %v, after the window %v", first, after)
+	}
+	// A larger n than cached forces a fetch even when fresh.
+	b.Set(ctx, "c", 1)
+	if got, _ := b.TopCached(ctx, 2); len(got) != 2 {
+		t.Fatalf("%v", got)
+	}
+}
+
+func TestMeta(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedisCluster(t)
+	b := newBoard(t, r, "meta", 8, time.Now)
+	b.SetMeta(ctx, "p1", `{"name":"Ann"}`)
+	b.SetMeta(ctx, "p2", `{"name":"Bo"}`)
+	got, err := b.Meta(ctx, "p1", "p2", "p3")
+	if err != nil || len(got) != 2 || got["p1"] != `{"name":"Ann"}` {
+		t.Fatalf("%v, %v", got, err)
+	}
+	b.Remove(ctx, "p1")
+	if got, _ := b.Meta(ctx, "p1"); len(got) != 0 {
+		t.Fatalf("meta survived Remove: %v", got)
+	}
+}
+
+func TestPeriodicBoards(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	shanghai, _ := time.LoadLocation("Asia/Shanghai")
+	// 2027-11-28 23:30 in Shanghai is a Sunday, 15:30 UTC. (In the future:
+	// Redis expires keys on its own clock.)
+	clk := newClock(time.Date(2027, 11, 28, 23, 30, 0, 0, shanghai))
+	for _, c := range []struct {
+		period    rank.Period
+		label     string
+		nextLabel string
+	}{{rank.Daily, "2027-11-28", "2027-11-29"}, {rank.Weekly, "2027-W47", "2027-W48"}, {rank.Monthly, "2027-11", "2027-11"}} {
+		p, err := rank.NewPeriodic(r.Client, rank.PeriodicConfig{
+			Board:  rank.Config{Name: "g", Namespace: r.Namespace, Now: clk.Now},
+			Period: c.period, Location: shanghai, Retention: time.Hour,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := p.Current()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Add(ctx, "p", 1); err != nil {
+			t.Fatal(err)
+		}
+		next, _ := p.At(clk.Now().Add(time.Hour)) // 00:30 local, Monday
+		if got := b.Keys()[0]; !strings.Contains(got, "{g:"+c.label+":") {
+			t.Errorf("%v board key %s, want label %s", c.period, got, c.label)
+		}
+		if got := next.Keys()[0]; !strings.Contains(got, "{g:"+c.nextLabel+":") {
+			t.Errorf("%v next board key %s, want label %s", c.period, got, c.nextLabel)
+		}
+		ttl := r.Client.PTTL(ctx, b.Keys()[0]).Val()
+		if ttl <= 0 {
+			t.Fatalf("%v board has no expiry", c.period)
+		}
+	}
+	// The daily board ends at local midnight: 30 min later it refuses writes,
+	// and it expires an hour (the retention) after that.
+	p, _ := rank.NewPeriodic(r.Client, rank.PeriodicConfig{Board: rank.Config{Name: "d", Namespace: r.Namespace, Now: clk.Now}, Period: rank.Daily, Location: shanghai, Retention: time.Hour})
+	b, _ := p.Current()
+	b.Add(ctx, "p", 1)
+	clk.Add(time.Hour)
+	if _, err := b.Add(ctx, "p", 1); !errors.Is(err, rank.ErrTimeRange) {
+		t.Fatalf("write after the day ended: %v", err)
+	}
+	exp := r.Client.PExpireTime(ctx, b.Keys()[0]).Val()
+	if want := time.Date(2027, 11, 29, 1, 0, 0, 0, shanghai); time.UnixMilli(int64(exp/time.Millisecond)).Sub(want).Abs() > time.Second {
+		t.Fatalf("expires at %v, want %v", time.UnixMilli(int64(exp/time.Millisecond)), want)
+	}
+}
