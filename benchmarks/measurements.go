@@ -9,7 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/casebook-dev/casebook/idgen"
-	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/backend"
 	"github.com/casebook-dev/casebook/rank"
 	"github.com/casebook-dev/casebook/shard"
 )
@@ -31,26 +31,32 @@ func measurements() []Measurement {
 // rankAdd is one Board.Add per call (a Lua script), four callers, on the
 // chosen Redis.
 func rankAdd() Measurement {
-	m := Measurement{Name: "rank.add", Unit: "score writes (un-batched)"}
-	m.Setup = func(ctx context.Context, env *Env) (Prepared, error) {
+	return onRedis("rank.add", "score writes (un-batched)", 4, func(ctx context.Context, r *backend.Redis, ns string) (func() error, error) {
+		board, err := rank.New(r.Client, rank.Config{Name: "bench", Namespace: ns, Epoch: time.Now().Add(-time.Second)})
+		if err != nil {
+			return nil, err
+		}
+		var n atomic.Uint64
+		return func() error {
+			_, err := board.Add(ctx, "m"+strconv.FormatUint(n.Add(1)%10000, 10), 1)
+			return err
+		}, nil
+	})
+}
+
+// onRedis wraps an operation on the chosen Redis, under a fresh key
+// namespace that is deleted afterwards.
+func onRedis(name, unit string, workers int, setup func(ctx context.Context, r *backend.Redis, ns string) (func() error, error)) Measurement {
+	return Measurement{Name: name, Unit: unit, Setup: func(ctx context.Context, env *Env) (Prepared, error) {
 		r, err := env.Redis(ctx)
 		if err != nil {
 			return Prepared{}, err
 		}
 		ns := "casebook:bench:" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		board, err := rank.New(r.Client, rank.Config{Name: "bench", Namespace: ns, Epoch: time.Now().Add(-time.Second)})
-		if err != nil {
-			return Prepared{}, err
-		}
-		var n atomic.Uint64
-		op := func() error {
-			_, err := board.Add(ctx, "m"+strconv.FormatUint(n.Add(1)%10000, 10), 1)
-			return err
-		}
-		cleanup := func() { r.Client.Del(ctx, board.Keys()...) }
-		return Prepared{Op: op, Workers: 4, Backend: describe(r.Kind, r.Addrs...), Cleanup: cleanup}, nil
-	}
-	return m
+		op, err := setup(ctx, r, ns)
+		cleanup := func() { backend.DeleteKeys(context.Background(), r.Client, ns+"*") }
+		return Prepared{Op: op, Workers: workers, Backend: describe(r.Kind, r.Addrs...), Cleanup: cleanup}, err
+	}}
 }
 
 // inProcess wraps an operation that needs no backend.
@@ -74,22 +80,13 @@ func snowflakeIDs() Measurement {
 
 // segmentIDs leases from the chosen Redis; the steady state is in-process.
 func segmentIDs() Measurement {
-	m := Measurement{Name: "idgen.segment", Unit: "ids (one allocator)"}
-	m.Setup = func(ctx context.Context, env *Env) (Prepared, error) {
-		r, err := env.Redis(ctx)
-		if err != nil {
-			return Prepared{}, err
-		}
-		ns := "casebook:bench:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	return onRedis("idgen.segment", "ids (one allocator)", 1, func(ctx context.Context, r *backend.Redis, ns string) (func() error, error) {
 		seg, err := idgen.NewSegment(ctx, idgen.NewRedisSource(r.Client, ns), idgen.SegmentConfig{Tag: "bench", Step: 1_000_000})
 		if err != nil {
-			return Prepared{}, err
+			return nil, err
 		}
-		op := func() error { _, err := seg.Next(ctx); return err }
-		cleanup := func() { r.Client.Del(ctx, keys.NewSpace(ns).Key("bench", "segment")) }
-		return Prepared{Op: op, Workers: 1, Backend: describe(r.Kind, r.Addrs...), Cleanup: cleanup}, nil
-	}
-	return m
+		return func() error { _, err := seg.Next(ctx); return err }, nil
+	})
 }
 
 func shortCodes() Measurement {
@@ -122,23 +119,10 @@ func shardRoutes() Measurement {
 // connection per core: what one un-pipelined round trip costs here, the
 // yardstick for every Redis-backed block.
 func redisSetBaseline() Measurement {
-	m := Measurement{Name: "redis.set", Unit: "SETs (raw go-redis baseline)"}
-	m.Setup = func(ctx context.Context, env *Env) (Prepared, error) {
-		r, err := env.Redis(ctx)
-		if err != nil {
-			return Prepared{}, err
-		}
+	return onRedis("redis.set", "SETs (raw go-redis baseline)", 4, func(ctx context.Context, r *backend.Redis, ns string) (func() error, error) {
 		var n atomic.Uint64
-		key := "casebook:bench:set:"
-		op := func() error {
-			return r.Client.Set(ctx, key+strconv.FormatUint(n.Add(1)%1024, 10), "v", 0).Err()
-		}
-		cleanup := func() {
-			for i := range 1024 {
-				r.Client.Del(ctx, key+strconv.Itoa(i))
-			}
-		}
-		return Prepared{Op: op, Workers: 4, Backend: describe(r.Kind, r.Addrs...), Cleanup: cleanup}, nil
-	}
-	return m
+		return func() error {
+			return r.Client.Set(ctx, ns+":"+strconv.FormatUint(n.Add(1)%1024, 10), "v", 0).Err()
+		}, nil
+	})
 }

@@ -227,3 +227,34 @@ func closeAll(fs []func() error) error {
 	}
 	return first
 }
+
+// DeleteKeys unlinks every key matching pattern, on every master of a
+// cluster. Keys are unlinked one per command so keys of different slots never
+// meet in one call.
+func DeleteKeys(ctx context.Context, c redis.UniversalClient, pattern string) error {
+	del := func(ctx context.Context, node *redis.Client) error {
+		iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
+		pipe := node.Pipeline()
+		for iter.Next(ctx) {
+			pipe.Unlink(ctx, iter.Val())
+			if pipe.Len() >= 1000 {
+				if _, err := pipe.Exec(ctx); err != nil {
+					return err
+				}
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		_, err := pipe.Exec(ctx)
+		return err
+	}
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, del)
+	case *redis.Client:
+		return del(ctx, c)
+	default:
+		return fmt.Errorf("backend: cannot scan a %T", c)
+	}
+}

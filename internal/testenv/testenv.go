@@ -19,7 +19,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 	"regexp"
 	"sync"
@@ -202,35 +201,9 @@ func namespace(t testing.TB) string {
 	return "cbt:" + name + ":" + randomHex(4)
 }
 
-// DeleteKeys unlinks every key matching pattern, on every master of a
-// cluster. Keys are unlinked one per command so keys of different slots never
-// meet in one call.
+// DeleteKeys unlinks every key matching pattern; see backend.DeleteKeys.
 func DeleteKeys(ctx context.Context, c redis.UniversalClient, pattern string) error {
-	del := func(ctx context.Context, node *redis.Client) error {
-		iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
-		pipe := node.Pipeline()
-		for iter.Next(ctx) {
-			pipe.Unlink(ctx, iter.Val())
-			if pipe.Len() >= 1000 {
-				if _, err := pipe.Exec(ctx); err != nil {
-					return err
-				}
-			}
-		}
-		if err := iter.Err(); err != nil {
-			return err
-		}
-		_, err := pipe.Exec(ctx)
-		return err
-	}
-	switch c := c.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, del)
-	case *redis.Client:
-		return del(ctx, c)
-	default:
-		return fmt.Errorf("testenv: cannot scan a %T", c)
-	}
+	return backend.DeleteKeys(ctx, c, pattern)
 }
 
 // NewSQL returns a fresh, empty database for this test, dropped at cleanup.
