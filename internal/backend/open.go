@@ -157,14 +157,22 @@ func openSQLite(name string) (*SQL, error) {
 		return nil, fmt.Errorf("backend: sqlite dir: %w", err)
 	}
 	path := filepath.Join(dir, name+".db")
-	// WAL lets readers run beside the one writer; busy_timeout makes writers
-	// queue instead of failing with SQLITE_BUSY; _txlock=immediate takes the
-	// write lock at BEGIN so read-then-write transactions cannot deadlock.
-	dsn := "file:" + path + "?_pragma=busy_timeout(20000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	// busy_timeout makes writers queue instead of failing with SQLITE_BUSY;
+	// _txlock=immediate takes the write lock at BEGIN so read-then-write
+	// transactions cannot deadlock.
+	dsn := "file:" + path + "?_pragma=busy_timeout(20000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 	db, err := sqlx.Open("sqlite", dsn)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("backend: sqlite: %w", err)
+	}
+	// WAL lets readers run beside the one writer. It is a property of the
+	// file, set once here: switching it from many new connections at once
+	// fails with SQLITE_BUSY, which the busy handler does not cover.
+	if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
+		db.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("backend: sqlite WAL: %w", err)
 	}
 	remove := func() error {
 		db.Close()
