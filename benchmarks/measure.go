@@ -16,6 +16,8 @@ import (
 type Measurement struct {
 	Name string
 	Unit string // what one operation is: "ids", "resolves", "SETs"
+	// Baseline names an earlier measurement this one is compared with.
+	Baseline string
 	// Setup prepares the operation on env's backends.
 	Setup func(ctx context.Context, env *Env) (Prepared, error)
 }
@@ -30,11 +32,12 @@ type Prepared struct {
 
 // Result is a measurement's outcome.
 type Result struct {
-	Name    string  `json:"name"`
-	Unit    string  `json:"unit"`
-	Backend string  `json:"backend"`
-	PerSec  float64 `json:"per_sec"`
-	Err     string  `json:"error,omitempty"`
+	Name     string  `json:"name"`
+	Unit     string  `json:"unit"`
+	Baseline string  `json:"baseline,omitempty"`
+	Backend  string  `json:"backend"`
+	PerSec   float64 `json:"per_sec"`
+	Err      string  `json:"error,omitempty"`
 }
 
 // Env holds the backends the measurements run on, opened on first use.
@@ -48,6 +51,34 @@ type Env struct {
 	sqlOnce   sync.Once
 	sql       *backend.SQL
 	sqlErr    error
+
+	mu       sync.Mutex
+	fixtures map[string]fixture
+}
+
+type fixture struct {
+	v     any
+	close func()
+}
+
+// Fixture returns the value build made for key, building it on first use, so
+// that several measurements can share one set-up (seeded tables, a service).
+// Its close runs at Env.Close.
+func (e *Env) Fixture(key string, build func() (any, func(), error)) (any, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f, ok := e.fixtures[key]; ok {
+		return f.v, nil
+	}
+	v, closeFn, err := build()
+	if err != nil {
+		return nil, err
+	}
+	if e.fixtures == nil {
+		e.fixtures = map[string]fixture{}
+	}
+	e.fixtures[key] = fixture{v: v, close: closeFn}
+	return v, nil
 }
 
 // Redis returns the Redis backend, opening it on first use.
@@ -64,6 +95,9 @@ func (e *Env) SQL(ctx context.Context) (*backend.SQL, error) {
 
 // Close stops and drops what the measurements opened.
 func (e *Env) Close() {
+	for _, f := range e.fixtures {
+		f.close()
+	}
 	if e.redis != nil {
 		e.redis.Close()
 	}
@@ -75,7 +109,7 @@ func (e *Env) Close() {
 // Run performs m for about d and reports operations per second. progress is
 // called with the elapsed fraction.
 func (m Measurement) Run(ctx context.Context, env *Env, d time.Duration, progress func(float64)) Result {
-	res := Result{Name: m.Name, Unit: m.Unit}
+	res := Result{Name: m.Name, Unit: m.Unit, Baseline: m.Baseline}
 	p, err := m.Setup(ctx, env)
 	if err != nil {
 		res.Err = err.Error()

@@ -24,7 +24,12 @@ func measurements() []Measurement {
 		segmentIDs(),
 		shortCodes(),
 		shardRoutes(),
-		rankAdd(),
+		withBaseline(rankAdd(), "redis.set"),
+		shortlinkResolve("shortlink.resolve", "resolves (in-process cache hit)", "local"),
+		shortlinkResolve("shortlink.resolve.sql", "resolves (SQL read, incl. a DEL)", "sql"),
+		httpRedirects("http.bare", "redirects (bare net/http baseline)", true),
+		withBaseline(httpRedirects("shortlink.redirect", "redirects (handler over loopback)", false), "http.bare"),
+		withBaseline(shortlinkResolve("shortlink.resolve.redis", "resolves (Redis hit)", "redis"), "redis.set"),
 	}
 }
 
@@ -57,6 +62,11 @@ func onRedis(name, unit string, workers int, setup func(ctx context.Context, r *
 		cleanup := func() { backend.DeleteKeys(context.Background(), r.Client, ns+"*") }
 		return Prepared{Op: op, Workers: workers, Backend: describe(r.Kind, r.Addrs...), Cleanup: cleanup}, err
 	}}
+}
+
+func withBaseline(m Measurement, baseline string) Measurement {
+	m.Baseline = baseline
+	return m
 }
 
 // inProcess wraps an operation that needs no backend.

@@ -61,12 +61,18 @@ func (p Plan) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEASURED THROUGHPUT (this machine)\t\t\t")
 	fmt.Fprintln(tw, "measurement\tper second\tunit\tbackend")
+	byName := map[string]Result{}
 	for _, r := range p.Measurements {
+		byName[r.Name] = r
 		v := formatRate(r.PerSec)
 		if r.Err != "" {
 			v = "error: " + r.Err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, v, r.Unit, r.Backend)
+		unit := r.Unit
+		if b, ok := byName[r.Baseline]; ok && b.PerSec > 0 && r.Err == "" {
+			unit += fmt.Sprintf(" = %.0f%% of %s", 100*r.PerSec/b.PerSec, b.Name)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, v, unit, r.Backend)
 	}
 	fmt.Fprintln(tw)
 	flagged := 0

@@ -41,7 +41,7 @@ func shortLink() Scenario {
 		},
 		Sizings: []Sizing{
 			{What: "peak new codes/s", Peak: writes.Peak(), Measurement: "idgen.shortcode"},
-			{What: "peak resolves/s", Peak: reads.Peak(), Measurement: "shortlink.resolve"},
+			{What: "peak redirects/s", Peak: reads.Peak(), Measurement: "shortlink.redirect"},
 		},
 	}
 }

@@ -71,6 +71,7 @@ func StartRedisServer(ctx context.Context, extra ...string) (*RedisServer, error
 
 func (s *RedisServer) start(ctx context.Context) error {
 	s.cmd = exec.Command("redis-server", s.args...)
+	dieWithParent(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}

@@ -1,0 +1,134 @@
+package shortlink_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/casebook-dev/casebook/internal/testenv"
+	"github.com/casebook-dev/casebook/shortlink"
+)
+
+func seeded(b *testing.B, s *shortlink.Service, n int) []string {
+	b.Helper()
+	codes := make([]string, n)
+	for i := range codes {
+		l, err := s.Shorten(context.Background(), fmt.Sprintf("https://example.com/%d", i), shortlink.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		codes[i] = l.Code
+	}
+	return codes
+}
+
+// BenchmarkResolveCached: links already in the in-process cache.
+func BenchmarkResolveCached(b *testing.B) {
+	ctx := context.Background()
+	s := newService(b, testenv.NewRedis(b), shortlink.Config{FlushEvery: time.Hour})
+	codes := seeded(b, s, 1024)
+	for _, c := range codes { // warm, then let ristretto's buffers drain
+		s.Resolve(ctx, c)
+	}
+	time.Sleep(50 * time.Millisecond)
+	before := s.CacheStats()
+	b.ReportAllocs()
+	var i atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.Resolve(ctx, codes[i.Add(1)&1023]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	after := s.CacheStats()
+	b.ReportMetric(100*float64(after.LocalHits-before.LocalHits)/float64(b.N), "local-hit-%")
+}
+
+// BenchmarkResolveRedis: the local cache off, every resolve one Redis GET.
+func BenchmarkResolveRedis(b *testing.B) {
+	ctx := context.Background()
+	s := newService(b, testenv.NewRedis(b), shortlink.Config{LocalTTL: -1, FlushEvery: time.Hour})
+	codes := seeded(b, s, 1024)
+	for _, c := range codes {
+		s.Resolve(ctx, c)
+	}
+	b.ReportAllocs()
+	var i atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.Resolve(ctx, codes[i.Add(1)&1023]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func BenchmarkShorten(b *testing.B) {
+	ctx := context.Background()
+	s := newService(b, testenv.NewRedis(b), shortlink.Config{})
+	b.ReportAllocs()
+	var i atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.Shorten(ctx, fmt.Sprintf("https://example.com/%d", i.Add(1)), shortlink.Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkRedirectHTTP: GET /{code} through the handler over loopback, and a
+// bare net/http handler that only writes the same redirect, in one run.
+func BenchmarkRedirectHTTP(b *testing.B) {
+	s := newService(b, testenv.NewRedis(b), shortlink.Config{FlushEvery: time.Hour})
+	codes := seeded(b, s, 1024)
+	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "private, max-age=0")
+		w.Header().Set("Location", "https://example.com/"+r.URL.Path[1:])
+		w.WriteHeader(http.StatusFound)
+	})
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{{"handler", s.Handler(nil)}, {"bare-net-http", bare}} {
+		b.Run(c.name, func(b *testing.B) {
+			srv := httptest.NewServer(c.h)
+			defer srv.Close()
+			client := &http.Client{
+				Transport:     &http.Transport{MaxIdleConnsPerHost: 64},
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			}
+			for _, code := range codes { // warm caches and connections
+				res, err := client.Get(srv.URL + "/" + code)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res.Body.Close()
+			}
+			b.ReportAllocs()
+			b.SetParallelism(4)
+			var i atomic.Int64
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					res, err := client.Get(srv.URL + "/" + codes[i.Add(1)&1023])
+					if err != nil {
+						b.Fatal(err)
+					}
+					io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.StatusCode != http.StatusFound {
+						b.Fatalf("status %d", res.StatusCode)
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "redirects/s")
+		})
+	}
+}

@@ -1,0 +1,155 @@
+package shortlink
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed visits.lua
+var visitsLua string
+
+var visitsScript = redis.NewScript(visitsLua)
+
+// CacheStats counts where lookups were answered.
+type CacheStats struct {
+	LocalHits, RedisHits, SQLReads int64
+}
+
+type cacheCounters struct{ localHits, redisHits, sqlReads atomic.Int64 }
+
+// CacheStats returns this process's lookup counters since New.
+func (s *Service) CacheStats() CacheStats {
+	return CacheStats{s.stats.localHits.Load(), s.stats.redisHits.Load(), s.stats.sqlReads.Load()}
+}
+
+// cached is a local cache entry; a nil link remembers a miss.
+type cached struct{ link *Link }
+
+// negative is the Redis value remembering a miss.
+const negative = "-"
+
+// lookup reads a link through the in-process cache, then Redis, then SQL.
+// Misses are remembered at both cache levels for NegativeTTL, and concurrent
+// misses of one code share one Redis read and one SQL query (singleflight),
+// so a hot code never stampedes the database.
+func (s *Service) lookup(ctx context.Context, code string) (*Link, error) {
+	if s.cfg.LocalTTL > 0 {
+		if c, ok := s.local.Get(code); ok {
+			s.stats.localHits.Add(1)
+			if c.link == nil {
+				return nil, ErrNotFound
+			}
+			return c.link, nil
+		}
+	}
+	v, err, _ := s.flight.Do(code, func() (any, error) {
+		l, err := s.lookupShared(ctx, code)
+		if err == nil || errors.Is(err, ErrNotFound) {
+			s.remember(code, l)
+		}
+		return l, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*Link), nil
+}
+
+func (s *Service) lookupShared(ctx context.Context, code string) (*Link, error) {
+	key := s.space.Key(code, "link")
+	raw, err := s.rdb.Get(ctx, key).Result()
+	switch {
+	case err == nil && raw == negative:
+		s.stats.redisHits.Add(1)
+		return nil, ErrNotFound
+	case err == nil:
+		var l Link
+		if err := json.Unmarshal([]byte(raw), &l); err == nil {
+			s.stats.redisHits.Add(1)
+			return &l, nil
+		}
+		// A value this version cannot read: fall through to SQL.
+	case !errors.Is(err, redis.Nil):
+		return nil, fmt.Errorf("shortlink: cache read: %w", err)
+	}
+	s.stats.sqlReads.Add(1)
+	r, err := s.load(ctx, code)
+	if errors.Is(err, ErrNotFound) {
+		s.rdb.Set(ctx, key, negative, s.cfg.NegativeTTL)
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	l := r.link()
+	if b, err := json.Marshal(l); err == nil {
+		s.rdb.Set(ctx, key, b, s.ttl(l, s.cfg.RedisTTL))
+	}
+	return l, nil
+}
+
+// remember puts a link (nil for a miss) in the local cache.
+func (s *Service) remember(code string, l *Link) {
+	if s.cfg.LocalTTL <= 0 {
+		return
+	}
+	ttl := s.cfg.NegativeTTL
+	if l != nil {
+		ttl = s.ttl(l, s.cfg.LocalTTL)
+	}
+	s.local.SetWithTTL(code, &cached{link: l}, 1, min(ttl, s.cfg.LocalTTL))
+}
+
+// ttl caps d at the time left before l expires (at least 1 ms: a zero TTL
+// means "forever" to both caches).
+func (s *Service) ttl(l *Link, d time.Duration) time.Duration {
+	if l.ExpiresAt.IsZero() {
+		return d
+	}
+	return max(time.Millisecond, min(d, l.ExpiresAt.Sub(s.cfg.Now())))
+}
+
+// forget drops code from both caches (after a create or delete), so a
+// remembered miss or a deleted link is not served on.
+func (s *Service) forget(ctx context.Context, code string) error {
+	s.local.Del(code)
+	if err := s.rdb.Del(ctx, s.space.Key(code, "link"), s.space.Key(code, "visits")).Err(); err != nil {
+		return fmt.Errorf("shortlink: cache invalidation: %w", err)
+	}
+	return nil
+}
+
+// visit counts one visit of a link with a limit, atomically in Redis. The
+// counter is seeded from SQL's click count when Redis does not have it (first
+// visit, or lost in a failover); visits counted but not yet flushed elsewhere
+// can then be granted again, which is the price of not taking a row lock per
+// redirect.
+func (s *Service) visit(ctx context.Context, l *Link) error {
+	life := 30 * 24 * time.Hour
+	if !l.ExpiresAt.IsZero() {
+		life = max(time.Millisecond, l.ExpiresAt.Sub(s.cfg.Now()))
+	}
+	key := []string{s.space.Key(l.Code, "visits")}
+	n, err := visitsScript.Run(ctx, s.rdb, key, l.MaxVisits, "", life.Milliseconds()).Int64()
+	if err == nil && n == -2 {
+		var seed int64
+		if seed, err = s.storedClicks(ctx, l.Code); err != nil {
+			return err
+		}
+		n, err = visitsScript.Run(ctx, s.rdb, key, l.MaxVisits, seed, life.Milliseconds()).Int64()
+	}
+	if err != nil {
+		return fmt.Errorf("shortlink: count visit: %w", err)
+	}
+	if n < 0 {
+		return ErrMaxVisits
+	}
+	return nil
+}

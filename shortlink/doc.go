@@ -1,0 +1,40 @@
+// Package shortlink is a TinyURL-class link shortener: Shorten, Resolve,
+// Delete, Stats and an http.Handler for redirects and a JSON API.
+//
+// Seed: 1M new links a day, 100 reads each (≈3,500 reads/s at peak), 300
+// bytes a record, 110 GB a year, 256 tables. Storage is SQL through shard
+// (256 tables in one database by default, or N × M); codes are fixed-length
+// permuted codes from idgen (7 characters: 3.5e12 codes) or, as an option,
+// base62 snowflakes (11 characters). A code's table follows from the code, so
+// the primary key makes every code — custom aliases included — unique across
+// all tables, also when two callers race for one alias (exactly one wins).
+//
+// Reads go through an in-process ristretto cache (LocalTTL, 10 s), then
+// Redis (RedisTTL, 24 h), then SQL. Misses are remembered at both levels for
+// NegativeTTL, and concurrent misses of one code share one Redis read and one
+// SQL query (singleflight). Creating or deleting a link drops it from Redis
+// and from this process's cache at once; other processes may serve a deleted
+// link for up to LocalTTL.
+//
+// Redirects are 302 by default: browsers cache a 301 for good, and clicks
+// stop being counted. 301 (or 307/308) is opt-in per link or per service,
+// with Cache-Control max-age capped at the link's expiry. Clicks are counted
+// in memory and written every FlushEvery as one UPDATE per link — never a row
+// UPDATE per redirect, which caps a hot link at a few dozen redirects a second
+// in YOURLS. A crash loses at most one interval of counts.
+//
+// Visit limits (MaxVisits) are exact under concurrency: an atomic counter in
+// Redis per limited link. If Redis loses that counter it is re-seeded from
+// the flushed click count, so visits counted but not yet flushed can be
+// granted again — the price of not locking a row per redirect.
+//
+// Validation: only http and https targets, at most 2048 bytes, a well-formed
+// host, no credentials, not this service's own hosts (no loops), not a
+// blocklisted domain or its subdomains; URLs are normalised (scheme and host
+// lower-cased, default port and trailing dot dropped) before storing. Aliases
+// are 3..64 of A-Z a-z 0-9 - _ and not reserved. Creations are rate-limited
+// per client IP (10/s) and so are misses (60/min), so codes cannot be walked,
+// through go-redis/redis_rate (GCRA in Redis).
+//
+// A Service is safe for concurrent use.
+package shortlink

@@ -1,0 +1,168 @@
+package shortlink
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Handler serves the redirects and a small JSON API:
+//
+//	GET    /{code}            302 (or the link's / service's status) to the long URL;
+//	                          404 unknown, 410 expired, 429 too many misses
+//	POST   /api/links         {"url", "alias", "ttl_seconds", "expires_at", "max_visits", "redirect"}
+//	                          → 201 {"code", "short_url", …}; 400, 409 alias taken, 429
+//	GET    /api/links/{code}  → 200 {"code", "clicks"}
+//	DELETE /api/links/{code}  → 204
+//
+// The API has no authentication: mount it behind yours. clientIP extracts the
+// rate-limit key from a request; nil uses the connection's address (set it
+// when behind a trusted proxy).
+func (s *Service) Handler(clientIP func(*http.Request) string) http.Handler {
+	if clientIP == nil {
+		clientIP = remoteIP
+	}
+	h := &handler{s: s, clientIP: clientIP}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{code}", h.redirect)
+	mux.HandleFunc("POST /api/links", h.create)
+	mux.HandleFunc("GET /api/links/{code}", h.stats)
+	mux.HandleFunc("DELETE /api/links/{code}", h.delete)
+	return mux
+}
+
+type handler struct {
+	s        *Service
+	clientIP func(*http.Request) string
+}
+
+func remoteIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func (h *handler) redirect(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	l, err := h.s.Resolve(ctx, r.PathValue("code"))
+	if errors.Is(err, ErrNotFound) {
+		// Misses are what walking the code space looks like: each costs
+		// budget, and an IP without budget gets nothing more.
+		ip := h.clientIP(r)
+		if over, lerr := h.s.exhausted(ctx, "miss", ip, h.s.cfg.MissLimit); lerr == nil && over {
+			err = ErrRateLimited
+		} else {
+			h.s.allow(ctx, "miss", ip, h.s.cfg.MissLimit)
+		}
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	status := l.Redirect
+	if status == 0 {
+		status = h.s.cfg.Redirect
+	}
+	w.Header().Set("Cache-Control", h.s.cacheControl(l, status))
+	w.Header().Set("Location", l.URL)
+	w.WriteHeader(status)
+}
+
+// cacheControl lets browsers keep permanent redirects for PermanentMaxAge
+// and temporary ones for TemporaryMaxAge, never past the link's expiry;
+// a link with a visit limit must reach the server every time.
+func (s *Service) cacheControl(l *Link, status int) string {
+	if l.MaxVisits > 0 {
+		return "no-store"
+	}
+	age, scope := s.cfg.TemporaryMaxAge, "private"
+	if status == http.StatusMovedPermanently || status == http.StatusPermanentRedirect {
+		age, scope = s.cfg.PermanentMaxAge, "public"
+	}
+	if !l.ExpiresAt.IsZero() {
+		age = max(0, min(age, l.ExpiresAt.Sub(s.cfg.Now())))
+	}
+	return scope + ", max-age=" + strconv.FormatInt(int64(age/time.Second), 10)
+}
+
+type createRequest struct {
+	URL        string    `json:"url"`
+	Alias      string    `json:"alias"`
+	TTLSeconds int64     `json:"ttl_seconds"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	MaxVisits  int64     `json:"max_visits"`
+	Redirect   int       `json:"redirect"`
+}
+
+type createResponse struct {
+	*Link
+	ShortURL string `json:"short_url"`
+}
+
+func (h *handler) create(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad JSON: " + err.Error()})
+		return
+	}
+	l, err := h.s.Shorten(r.Context(), req.URL, Options{
+		Alias: req.Alias, ExpiresAt: req.ExpiresAt, TTL: time.Duration(req.TTLSeconds) * time.Second,
+		MaxVisits: req.MaxVisits, Redirect: req.Redirect, ClientIP: h.clientIP(r),
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, createResponse{Link: l, ShortURL: h.s.ShortURL(l.Code)})
+}
+
+func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
+	st, err := h.s.Stats(r.Context(), r.PathValue("code"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
+	if err := h.s.Delete(r.Context(), r.PathValue("code")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrNotFound):
+		status = http.StatusNotFound
+	case errors.Is(err, ErrExpired):
+		status = http.StatusGone
+	case errors.Is(err, ErrRateLimited):
+		status = http.StatusTooManyRequests
+	case errors.Is(err, ErrAliasTaken):
+		status = http.StatusConflict
+	case errors.Is(err, ErrInvalidURL), errors.Is(err, ErrInvalidAlias), errors.Is(err, ErrInvalidOptions):
+		status = http.StatusBadRequest
+	}
+	msg := err.Error()
+	if status == http.StatusInternalServerError {
+		msg = "internal error" // do not leak infrastructure details
+	}
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,452 @@
+package shortlink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/shard"
+)
+
+var (
+	// ErrInvalidURL is returned for a long URL Shorten refuses.
+	ErrInvalidURL = errors.New("shortlink: invalid URL")
+	// ErrBlocked is wrapped (with ErrInvalidURL) for a blocklisted domain.
+	ErrBlocked = errors.New("domain is blocked")
+	// ErrInvalidAlias is returned for a malformed or reserved custom alias.
+	ErrInvalidAlias = errors.New("shortlink: invalid alias")
+	// ErrAliasTaken is returned when a custom alias is in use.
+	ErrAliasTaken = errors.New("shortlink: alias taken")
+	// ErrNotFound is returned for a code that does not exist.
+	ErrNotFound = errors.New("shortlink: not found")
+	// ErrExpired is returned for a link past its expiry or visit limit.
+	ErrExpired = errors.New("shortlink: link expired")
+	// ErrMaxVisits wraps ErrExpired for a link that used up its visits.
+	ErrMaxVisits = fmt.Errorf("%w: visit limit reached", ErrExpired)
+	// ErrRateLimited is returned when the caller's IP is over its limit.
+	ErrRateLimited = errors.New("shortlink: rate limited")
+	// ErrInvalidOptions is returned for contradictory or out-of-range options.
+	ErrInvalidOptions = errors.New("shortlink: invalid options")
+)
+
+// CodeStyle chooses how generated codes look.
+type CodeStyle int
+
+const (
+	// PermutedCodes (default): fixed-length codes, a keyed permutation of a
+	// segment counter (idgen.ShortCodes) — 7 characters hold 3.5e12 links.
+	PermutedCodes CodeStyle = iota
+	// SnowflakeCodes: base62 of a snowflake id, 11 characters, no shared
+	// counter needed.
+	SnowflakeCodes
+)
+
+// Config configures a Service. Zero values take the defaults in brackets.
+type Config struct {
+	// BaseURL is the service's public address, e.g. "https://sho.rt"; short
+	// URLs are BaseURL + "/" + code, and links to its host are refused.
+	// Required.
+	BaseURL string
+	// OwnHosts are further host names of this service (refused as targets,
+	// so links cannot loop).
+	OwnHosts []string
+	// Blocklist are domains refused as targets, with their subdomains.
+	Blocklist []string
+	// Reserved aliases, added to DefaultReserved.
+	Reserved []string
+	// Namespace prefixes every Redis key.
+	Namespace string
+
+	// Codes picks the code style [PermutedCodes].
+	Codes CodeStyle
+	// CodeLength of permuted codes [7].
+	CodeLength int
+	// CodeKey keys the permutation. Set a secret per deployment and never
+	// change it; with the zero key codes are still unique, just guessable
+	// by anyone who has read this package.
+	CodeKey uint64
+	// SegmentStep is how many counters one lease from SQL holds [1000].
+	SegmentStep int64
+	// SnowflakeNode is this process's node id for SnowflakeCodes (0..1023).
+	SnowflakeNode int64
+
+	// TablesPerDB is the link tables in each database [256 / databases].
+	TablesPerDB int
+
+	// Redirect is the default status: 302 (counted on every click) or 301
+	// (cached by browsers for good) [302]. 307 and 308 are accepted too.
+	Redirect int
+	// PermanentMaxAge is Cache-Control max-age for 301/308 [24h];
+	// TemporaryMaxAge for 302/307 [0]. Both are capped at the link's expiry;
+	// links with a visit limit are never cacheable.
+	PermanentMaxAge time.Duration
+	TemporaryMaxAge time.Duration
+
+	// LocalTTL bounds how long this process serves a link from memory
+	// after it changed elsewhere [10s; negative turns the local cache off];
+	// RedisTTL how long Redis keeps it
+	// [24h]; NegativeTTL how long a miss is remembered [30s].
+	LocalTTL    time.Duration
+	RedisTTL    time.Duration
+	NegativeTTL time.Duration
+	// LocalEntries bounds the in-process cache [100,000 links].
+	LocalEntries int64
+
+	// CreateLimit per client IP [10/s]; MissLimit, the 404s per client IP
+	// before it is refused [60/min].
+	CreateLimit redis_rate.Limit
+	MissLimit   redis_rate.Limit
+
+	// FlushEvery is how often counted clicks are written to SQL [1s].
+	FlushEvery time.Duration
+	// OnError receives errors of background work (click flushes).
+	OnError func(error)
+	// Now is the clock [time.Now].
+	Now func() time.Time
+}
+
+// Service shortens and resolves links. It is safe for concurrent use; Close
+// it to flush counted clicks.
+type Service struct {
+	cfg      Config
+	base     *url.URL
+	rdb      redis.UniversalClient
+	router   *shard.Router
+	segments *idgen.SQLSource
+	space    keys.Space
+	limiter  *redis_rate.Limiter
+	local    *ristretto.Cache[string, *cached]
+	flight   singleflight.Group
+	clicks   *clickCounter
+	stats    cacheCounters
+
+	ownHosts map[string]bool
+	blocked  map[string]bool
+	reserved map[string]bool
+
+	genMu     sync.Mutex
+	codes     *idgen.ShortCodes
+	snowflake *idgen.Snowflake
+}
+
+// New returns a Service storing links in dbs (N databases, each with
+// TablesPerDB link tables) and caching them in rdb. Call Migrate once to
+// create the tables.
+func New(dbs []*sqlx.DB, rdb redis.UniversalClient, cfg Config) (*Service, error) {
+	if err := applyDefaults(&cfg); err != nil {
+		return nil, err
+	}
+	base, err := url.Parse(cfg.BaseURL)
+	if err != nil || base.Host == "" || (base.Scheme != "http" && base.Scheme != "https") {
+		return nil, fmt.Errorf("shortlink: BaseURL %q must be an absolute http(s) URL", cfg.BaseURL)
+	}
+	if rdb == nil {
+		return nil, errors.New("shortlink: nil Redis client")
+	}
+	router, err := shard.New(dbs, shard.Config{Table: "links", TablesPerDB: cfg.TablesPerDB})
+	if err != nil {
+		return nil, err
+	}
+	segments, err := idgen.NewSQLSource(dbs[0], "shortlink_segments")
+	if err != nil {
+		return nil, err
+	}
+	local, err := ristretto.NewCache(&ristretto.Config[string, *cached]{
+		NumCounters: 10 * cfg.LocalEntries, MaxCost: cfg.LocalEntries, BufferItems: 64,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("shortlink: local cache: %w", err)
+	}
+	s := &Service{
+		cfg: cfg, base: base, rdb: rdb, router: router, segments: segments,
+		space: keys.NewSpace(joinNS(cfg.Namespace, "shortlink")), limiter: redis_rate.NewLimiter(rdb), local: local,
+		ownHosts: set(append([]string{base.Hostname()}, cfg.OwnHosts...)),
+		blocked:  set(cfg.Blocklist),
+		reserved: set(append(append([]string(nil), DefaultReserved...), cfg.Reserved...)),
+	}
+	s.clicks = newClickCounter(s)
+	return s, nil
+}
+
+func applyDefaults(cfg *Config) error {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if cfg.CodeLength == 0 {
+		cfg.CodeLength = 7
+	}
+	if cfg.SegmentStep == 0 {
+		cfg.SegmentStep = 1000
+	}
+	if cfg.Redirect == 0 {
+		cfg.Redirect = 302
+	}
+	def(&cfg.PermanentMaxAge, 24*time.Hour)
+	def(&cfg.LocalTTL, 10*time.Second)
+	def(&cfg.RedisTTL, 24*time.Hour)
+	def(&cfg.NegativeTTL, 30*time.Second)
+	def(&cfg.FlushEvery, time.Second)
+	if cfg.LocalEntries == 0 {
+		cfg.LocalEntries = 100_000
+	}
+	if cfg.CreateLimit.IsZero() {
+		cfg.CreateLimit = redis_rate.PerSecond(10)
+	}
+	if cfg.MissLimit.IsZero() {
+		cfg.MissLimit = redis_rate.PerMinute(60)
+	}
+	if cfg.OnError == nil {
+		cfg.OnError = func(error) {}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if !validRedirect(cfg.Redirect) {
+		return fmt.Errorf("%w: redirect status %d (301, 302, 307 or 308)", ErrInvalidOptions, cfg.Redirect)
+	}
+	if cfg.Codes != PermutedCodes && cfg.Codes != SnowflakeCodes {
+		return fmt.Errorf("%w: code style %d", ErrInvalidOptions, cfg.Codes)
+	}
+	return nil
+}
+
+func validRedirect(code int) bool { return code == 301 || code == 302 || code == 307 || code == 308 }
+
+func set(xs []string) map[string]bool {
+	m := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		m[strings.TrimSuffix(strings.ToLower(x), ".")] = true
+	}
+	return m
+}
+
+func joinNS(ns, block string) string {
+	if ns == "" {
+		return block
+	}
+	return ns + ":" + block
+}
+
+// Migrate creates the link tables and the code counter table if they do not
+// exist.
+func (s *Service) Migrate(ctx context.Context) error {
+	if err := s.segments.CreateTable(ctx); err != nil {
+		return err
+	}
+	return s.router.CreateTables(ctx, linksDDL(s.router.All()[0].DB))
+}
+
+// Close stops the click flusher after a last flush.
+func (s *Service) Close(ctx context.Context) error {
+	err := s.clicks.close(ctx)
+	s.local.Close()
+	return err
+}
+
+// ShortURL returns the public short URL of code.
+func (s *Service) ShortURL(code string) string {
+	return strings.TrimSuffix(s.base.String(), "/") + "/" + code
+}
+
+// Link is a stored short link.
+type Link struct {
+	Code      string    `json:"code"`
+	URL       string    `json:"url"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`  // zero: never
+	MaxVisits int64     `json:"max_visits,omitempty"` // 0: unlimited
+	Redirect  int       `json:"redirect,omitempty"`   // 0: the service default
+}
+
+// Options are Shorten's optional settings.
+type Options struct {
+	// Alias is a custom code (3..64 of A-Z a-z 0-9 - _, not reserved).
+	Alias string
+	// ExpiresAt or TTL (not both) make the link expire.
+	ExpiresAt time.Time
+	TTL       time.Duration
+	// MaxVisits > 0 makes the link expire after that many redirects,
+	// enforced exactly under concurrency.
+	MaxVisits int64
+	// Redirect overrides the service's redirect status for this link.
+	Redirect int
+	// ClientIP, when set, is rate-limited to Config.CreateLimit.
+	ClientIP string
+}
+
+// Shorten stores a link to longURL and returns it. Bad input is refused
+// before anything is written.
+func (s *Service) Shorten(ctx context.Context, longURL string, o Options) (*Link, error) {
+	now := s.cfg.Now()
+	target, err := s.normalizeURL(longURL)
+	if err != nil {
+		return nil, err
+	}
+	l := &Link{URL: target, CreatedAt: now.Truncate(time.Millisecond), MaxVisits: o.MaxVisits, Redirect: o.Redirect}
+	switch {
+	case !o.ExpiresAt.IsZero() && o.TTL != 0:
+		return nil, fmt.Errorf("%w: both ExpiresAt and TTL", ErrInvalidOptions)
+	case o.TTL < 0 || o.MaxVisits < 0:
+		return nil, fmt.Errorf("%w: negative TTL or MaxVisits", ErrInvalidOptions)
+	case o.Redirect != 0 && !validRedirect(o.Redirect):
+		return nil, fmt.Errorf("%w: redirect status %d", ErrInvalidOptions, o.Redirect)
+	case o.TTL > 0:
+		l.ExpiresAt = now.Add(o.TTL).Truncate(time.Millisecond)
+	case !o.ExpiresAt.IsZero():
+		if !o.ExpiresAt.After(now) {
+			return nil, fmt.Errorf("%w: ExpiresAt %v is not in the future", ErrInvalidOptions, o.ExpiresAt)
+		}
+		l.ExpiresAt = o.ExpiresAt.Truncate(time.Millisecond)
+	}
+	if o.Alias != "" {
+		if err := s.validateAlias(o.Alias); err != nil {
+			return nil, err
+		}
+	}
+	if o.ClientIP != "" {
+		if err := s.allow(ctx, "create", o.ClientIP, s.cfg.CreateLimit); err != nil {
+			return nil, err
+		}
+	}
+	if o.Alias != "" {
+		l.Code = o.Alias
+		if err := s.insert(ctx, l); err != nil {
+			if errors.Is(err, errDuplicate) {
+				return nil, fmt.Errorf("%w: %q", ErrAliasTaken, o.Alias)
+			}
+			return nil, err
+		}
+		return l, s.forget(ctx, l.Code)
+	}
+	// A generated code can only collide with a custom alias that happens
+	// to look like one; take the next code then.
+	for range 5 {
+		if l.Code, err = s.nextCode(ctx); err != nil {
+			return nil, err
+		}
+		err = s.insert(ctx, l)
+		if err == nil {
+			return l, s.forget(ctx, l.Code)
+		}
+		if !errors.Is(err, errDuplicate) {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("shortlink: 5 generated codes in a row were taken: %w", err)
+}
+
+func (s *Service) nextCode(ctx context.Context) (string, error) {
+	s.genMu.Lock()
+	defer s.genMu.Unlock()
+	if s.cfg.Codes == SnowflakeCodes {
+		if s.snowflake == nil {
+			sf, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: s.cfg.SnowflakeNode})
+			if err != nil {
+				return "", err
+			}
+			s.snowflake = sf
+		}
+		id, err := s.snowflake.Next(ctx)
+		return idgen.EncodeBase62(uint64(id)), err
+	}
+	if s.codes == nil {
+		seg, err := idgen.NewSegment(ctx, s.segments, idgen.SegmentConfig{Tag: joinNS(s.cfg.Namespace, "links"), Step: s.cfg.SegmentStep})
+		if err != nil {
+			return "", err
+		}
+		if s.codes, err = idgen.NewShortCodes(seg, idgen.ShortCodeConfig{Length: s.cfg.CodeLength, Key: s.cfg.CodeKey}); err != nil {
+			return "", err
+		}
+	}
+	return s.codes.Next(ctx)
+}
+
+// allow spends one unit of ip's budget for kind.
+func (s *Service) allow(ctx context.Context, kind, ip string, limit redis_rate.Limit) error {
+	res, err := s.limiter.Allow(ctx, s.rateKey(kind, ip), limit)
+	if err != nil {
+		return fmt.Errorf("shortlink: rate limit: %w", err)
+	}
+	if res.Allowed == 0 {
+		return fmt.Errorf("%w: %s from %s, retry after %v", ErrRateLimited, kind, ip, res.RetryAfter.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// exhausted reports whether ip has no budget of kind left, without spending.
+func (s *Service) exhausted(ctx context.Context, kind, ip string, limit redis_rate.Limit) (bool, error) {
+	res, err := s.limiter.AllowN(ctx, s.rateKey(kind, ip), limit, 0)
+	if err != nil {
+		return false, fmt.Errorf("shortlink: rate limit: %w", err)
+	}
+	return res.Remaining == 0, nil
+}
+
+func (s *Service) rateKey(kind, ip string) string { return s.space.Key(ip, "rate", kind) }
+
+// Resolve returns the link of code and counts the visit. Unknown codes give
+// ErrNotFound, expired links or used-up visit limits ErrExpired.
+func (s *Service) Resolve(ctx context.Context, code string) (*Link, error) {
+	if !validCode(code) {
+		return nil, ErrNotFound
+	}
+	l, err := s.lookup(ctx, code)
+	if err != nil {
+		return nil, err
+	}
+	if !l.ExpiresAt.IsZero() && !s.cfg.Now().Before(l.ExpiresAt) {
+		return nil, ErrExpired
+	}
+	if l.MaxVisits > 0 {
+		if err := s.visit(ctx, l); err != nil {
+			return nil, err
+		}
+	}
+	s.clicks.add(code)
+	return l, nil
+}
+
+// Delete removes a link; it stops resolving at once in this process and in
+// Redis, and within LocalTTL in other processes.
+func (s *Service) Delete(ctx context.Context, code string) error {
+	if !validCode(code) {
+		return ErrNotFound
+	}
+	if err := s.remove(ctx, code); err != nil {
+		return err
+	}
+	s.clicks.drop(code)
+	return s.forget(ctx, code)
+}
+
+// Stats are a link's counters.
+type Stats struct {
+	Code   string `json:"code"`
+	Clicks int64  `json:"clicks"` // flushed to SQL plus counted here, not yet flushed
+}
+
+// Stats returns the click count of code.
+func (s *Service) Stats(ctx context.Context, code string) (Stats, error) {
+	if !validCode(code) {
+		return Stats{}, ErrNotFound
+	}
+	n, err := s.storedClicks(ctx, code)
+	if err != nil {
+		return Stats{}, err
+	}
+	return Stats{Code: code, Clicks: n + s.clicks.pending(code)}, nil
+}

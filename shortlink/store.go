@@ -1,0 +1,118 @@
+package shortlink
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/casebook-dev/casebook/internal/sqlutil"
+)
+
+// errDuplicate: the code is already a row.
+var errDuplicate = errors.New("shortlink: duplicate code")
+
+// linksDDL is one link table. Times are Unix milliseconds (0: none), which
+// reads the same on MySQL and SQLite. About 300 bytes a row with a typical
+// URL, as the seed estimates.
+func linksDDL(db *sqlx.DB) string {
+	return `CREATE TABLE IF NOT EXISTS {{table}} (
+	code       ` + sqlutil.BinaryKey(db, maxAlias) + ` NOT NULL PRIMARY KEY,
+	long_url   VARCHAR(2048) NOT NULL,
+	created_at BIGINT NOT NULL,
+	expires_at BIGINT NOT NULL DEFAULT 0,
+	max_visits BIGINT NOT NULL DEFAULT 0,
+	redirect   SMALLINT NOT NULL DEFAULT 0,
+	clicks     BIGINT NOT NULL DEFAULT 0
+)`
+}
+
+type row struct {
+	Code      string `db:"code"`
+	URL       string `db:"long_url"`
+	CreatedAt int64  `db:"created_at"`
+	ExpiresAt int64  `db:"expires_at"`
+	MaxVisits int64  `db:"max_visits"`
+	Redirect  int    `db:"redirect"`
+	Clicks    int64  `db:"clicks"`
+}
+
+func (r row) link() *Link {
+	l := &Link{Code: r.Code, URL: r.URL, CreatedAt: time.UnixMilli(r.CreatedAt), MaxVisits: r.MaxVisits, Redirect: r.Redirect}
+	if r.ExpiresAt > 0 {
+		l.ExpiresAt = time.UnixMilli(r.ExpiresAt)
+	}
+	return l
+}
+
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// insert stores l in its code's table; errDuplicate if the code exists. The
+// code's table is fixed by the code, so the primary key makes codes unique
+// across all tables, concurrent inserts included.
+func (s *Service) insert(ctx context.Context, l *Link) error {
+	sh := s.router.ByKey(l.Code)
+	_, err := sh.DB.ExecContext(ctx, "INSERT INTO "+sh.Table+
+		" (code, long_url, created_at, expires_at, max_visits, redirect) VALUES (?, ?, ?, ?, ?, ?)",
+		l.Code, l.URL, unixMilli(l.CreatedAt), unixMilli(l.ExpiresAt), l.MaxVisits, l.Redirect)
+	if sqlutil.IsDuplicate(err) {
+		return errDuplicate
+	}
+	if err != nil {
+		return fmt.Errorf("shortlink: insert into %s: %w", sh.Table, err)
+	}
+	return nil
+}
+
+func (s *Service) load(ctx context.Context, code string) (row, error) {
+	sh := s.router.ByKey(code)
+	var r row
+	err := sh.DB.GetContext(ctx, &r, "SELECT code, long_url, created_at, expires_at, max_visits, redirect, clicks FROM "+sh.Table+" WHERE code = ?", code)
+	if errors.Is(err, sql.ErrNoRows) {
+		return row{}, ErrNotFound
+	}
+	if err != nil {
+		return row{}, fmt.Errorf("shortlink: read %s: %w", sh.Table, err)
+	}
+	return r, nil
+}
+
+func (s *Service) remove(ctx context.Context, code string) error {
+	sh := s.router.ByKey(code)
+	res, err := sh.DB.ExecContext(ctx, "DELETE FROM "+sh.Table+" WHERE code = ?", code)
+	if err != nil {
+		return fmt.Errorf("shortlink: delete from %s: %w", sh.Table, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+func (s *Service) storedClicks(ctx context.Context, code string) (int64, error) {
+	r, err := s.load(ctx, code)
+	return r.Clicks, err
+}
+
+// addClicks adds counted clicks, one UPDATE per code per flush — never one per
+// redirect, which would serialise a hot link on its row lock.
+func (s *Service) addClicks(ctx context.Context, counts map[string]int64) error {
+	var errs []error
+	for code, n := range counts {
+		sh := s.router.ByKey(code)
+		if _, err := sh.DB.ExecContext(ctx, "UPDATE "+sh.Table+" SET clicks = clicks + ? WHERE code = ?", n, code); err != nil {
+			errs = append(errs, fmt.Errorf("shortlink: count clicks of %s: %w", code, err))
+			continue
+		}
+		delete(counts, code)
+	}
+	return errors.Join(errs...)
+}
