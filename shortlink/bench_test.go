@@ -37,15 +37,7 @@ func BenchmarkResolveCached(b *testing.B) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	before := s.CacheStats()
-	b.ReportAllocs()
-	var i atomic.Int64
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := s.Resolve(ctx, codes[i.Add(1)&1023]); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	resolveParallel(b, s, codes)
 	after := s.CacheStats()
 	b.ReportMetric(100*float64(after.LocalHits-before.LocalHits)/float64(b.N), "local-hit-%")
 }
@@ -58,11 +50,15 @@ func BenchmarkResolveRedis(b *testing.B) {
 	for _, c := range codes {
 		s.Resolve(ctx, c)
 	}
+	resolveParallel(b, s, codes)
+}
+
+func resolveParallel(b *testing.B, s *shortlink.Service, codes []string) {
 	b.ReportAllocs()
 	var i atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := s.Resolve(ctx, codes[i.Add(1)&1023]); err != nil {
+			if _, err := s.Resolve(context.Background(), codes[i.Add(1)%int64(len(codes))]); err != nil {
 				b.Fatal(err)
 			}
 		}
