@@ -12,6 +12,7 @@ import (
 	"github.com/casebook-dev/casebook/internal/backend"
 	"github.com/casebook-dev/casebook/rank"
 	"github.com/casebook-dev/casebook/shard"
+	"github.com/casebook-dev/casebook/signin"
 )
 
 // measurements lists every throughput measurement the harness knows, in the
@@ -25,6 +26,7 @@ func measurements() []Measurement {
 		shortCodes(),
 		shardRoutes(),
 		withBaseline(rankAdd(), "redis.set"),
+		withBaseline(signinSign(), "redis.set"),
 		shortlinkResolve("shortlink.resolve", "resolves (in-process cache hit)", "local"),
 		shortlinkResolve("shortlink.resolve.sql", "resolves (SQL read, incl. a DEL)", "sql"),
 		httpRedirects("http.bare", "redirects (bare net/http baseline)", true),
@@ -44,6 +46,24 @@ func rankAdd() Measurement {
 		var n atomic.Uint64
 		return func() error {
 			_, err := board.Add(ctx, "m"+strconv.FormatUint(n.Add(1)%10000, 10), 1)
+			return err
+		}, nil
+	})
+}
+
+// signinSign is one Sign per call (bit, streak and reward outbox in one
+// script), each a new user-day, four callers.
+func signinSign() Measurement {
+	return onRedis("signin.sign", "sign-ins", 4, func(ctx context.Context, r *backend.Redis, ns string) (func() error, error) {
+		s, err := signin.New(r.Client, signin.Config{Namespace: ns})
+		if err != nil {
+			return nil, err
+		}
+		at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+		var n atomic.Int64
+		return func() error {
+			i := n.Add(1)
+			_, err := s.Sign(ctx, "u"+strconv.FormatInt(i%100000, 10), at.AddDate(0, 0, int(i/100000)))
 			return err
 		}, nil
 	})

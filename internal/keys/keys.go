@@ -14,7 +14,13 @@ import "strings"
 
 // escaper makes arbitrary text safe inside a tag: it is injective, so two
 // different ids never produce the same key.
-var escaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+var (
+	escaper   = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+	unescaper = strings.NewReplacer("%25", "%", "%7B", "{", "%7D", "}")
+)
+
+// Unescape returns the id that a tag or part of a key was built from.
+func Unescape(part string) string { return unescaper.Replace(part) }
 
 // Space is a key namespace, such as "shop:seckill". The zero value has an empty
 // namespace and builds keys that begin with the tag. A Space is an immutable

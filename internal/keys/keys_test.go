@@ -43,6 +43,9 @@ func TestKeyEscapingIsInjective(t *testing.T) {
 			t.Fatalf("tags %q and %q both give key %q", prev, tag, k)
 		}
 		seen[k] = tag
+		if got := keys.Unescape(k[len("ns:{") : len(k)-1]); got != tag {
+			t.Fatalf("Unescape gives %q back for %q", got, tag)
+		}
 	}
 }
 

@@ -1,0 +1,105 @@
+// Command signin runs a month of daily check-ins for a few users on a Redis
+// Cluster, relays the rewards through Kafka and grants them into SQL.
+//
+//	go run ./examples/signin
+//
+// Embedded defaults: a spawned Redis Cluster (one embedded Redis without the
+// redis-server binary), franz-go's in-process kfake Kafka, SQLite.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/casebook-dev/casebook/internal/backend"
+	"github.com/casebook-dev/casebook/internal/kafka"
+	"github.com/casebook-dev/casebook/internal/outbox"
+	"github.com/casebook-dev/casebook/signin"
+)
+
+func main() {
+	ctx := context.Background()
+	r, err := backend.OpenClusterOrStandalone(ctx, backend.SplitList(os.Getenv("CASEBOOK_REDIS_CLUSTER")), os.Stderr)
+	check(err)
+	defer r.Close()
+	k, err := backend.OpenKafka(backend.SplitList(os.Getenv("CASEBOOK_KAFKA_BROKERS")))
+	check(err)
+	defer k.Close()
+	sqlb, err := backend.OpenSQL(ctx, os.Getenv("CASEBOOK_MYSQL_DSN"), "casebook_signin")
+	check(err)
+	defer sqlb.Close()
+
+	ns := "casebook-example-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	defer backend.DeleteKeys(ctx, r.Client, ns+"*")
+	shanghai, _ := time.LoadLocation("Asia/Shanghai")
+	svc, err := signin.New(r.Client, signin.Config{Namespace: ns, Location: shanghai})
+	check(err)
+	ledger := signin.NewLedger(sqlb.DB)
+	check(ledger.Migrate(ctx))
+
+	users := []string{"ann", "bo", "cy"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	start := time.Date(2026, 11, 1, 8, 0, 0, 0, shanghai)
+	for d := range 30 {
+		for _, u := range users {
+			if u == "cy" && rng.IntN(3) == 0 {
+				continue // cy forgets now and then
+			}
+			res, err := svc.Sign(ctx, u, start.AddDate(0, 0, d))
+			check(err)
+			if res.Points > 10 {
+				fmt.Printf("%s %s: streak %d, bonus! +%d\n", res.Date, u, res.Streak, res.Points)
+			}
+		}
+	}
+
+	topic := "signin-rewards-" + ns
+	check(kafka.CreateTopic(k.Brokers, topic, 8))
+	prod, err := kafka.NewProducer(k.Brokers, kafka.Config("signin-relay"))
+	check(err)
+	defer prod.Close()
+	relay := outbox.NewRelay(r.Client, svc.Outboxes(), topic, "user", prod)
+	relayed := 0
+	for {
+		n, err := relay.Drain(ctx)
+		check(err)
+		if n == 0 {
+			break
+		}
+		relayed += n
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	handled := 0
+	check(kafka.Consume(cctx, k.Brokers, "ledger", []string{topic}, kafka.Config("signin-ledger"),
+		func(ctx context.Context, m *sarama.ConsumerMessage) error {
+			if err := ledger.Handle(ctx, m); err != nil {
+				return err
+			}
+			if handled++; handled == relayed {
+				cancel()
+			}
+			return nil
+		}))
+	fmt.Printf("relayed %d reward tasks through Kafka (%s) into %s\n", relayed, k.Kind, sqlb.Kind)
+	for _, u := range users {
+		bal, err := ledger.Balance(ctx, u)
+		check(err)
+		days, _ := svc.MonthCount(ctx, u, 2026, time.November)
+		streak, _ := svc.Streak(ctx, u, start.AddDate(0, 0, 29))
+		fmt.Printf("%-4s signed %2d days in November, streak %2d, %4d points\n", u, days, streak, bal)
+	}
+}
+
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,49 @@
+package signin
+
+import (
+	"fmt"
+	"time"
+)
+
+// Date is a calendar day in a user's time zone.
+type Date struct {
+	Year  int
+	Month time.Month
+	Day   int
+}
+
+// DateOf returns the day t falls on in loc.
+func DateOf(t time.Time, loc *time.Location) Date {
+	y, m, d := t.In(loc).Date()
+	return Date{y, m, d}
+}
+
+// ParseDate parses "2006-01-02".
+func ParseDate(s string) (Date, error) {
+	t, err := time.Parse(time.DateOnly, s)
+	if err != nil {
+		return Date{}, fmt.Errorf("signin: date %q: %w", s, err)
+	}
+	return DateOf(t, time.UTC), nil
+}
+
+func (d Date) String() string { return fmt.Sprintf("%04d-%02d-%02d", d.Year, d.Month, d.Day) }
+
+// civil is d at midnight UTC, for day arithmetic free of time zones.
+func (d Date) civil() time.Time { return time.Date(d.Year, d.Month, d.Day, 0, 0, 0, 0, time.UTC) }
+
+// AddDays returns the date n days later (earlier for negative n).
+func (d Date) AddDays(n int) Date { return DateOf(d.civil().AddDate(0, 0, n), time.UTC) }
+
+// Before reports whether d is earlier than e.
+func (d Date) Before(e Date) bool { return d.civil().Before(e.civil()) }
+
+// offset is d's bit in its year's bitmap: 0 for 1 January.
+func (d Date) offset() int64 { return int64(d.civil().YearDay() - 1) }
+
+// daysBetween is the number of days from d to e (negative if e is earlier).
+func daysBetween(d, e Date) int { return int(e.civil().Sub(d.civil()).Hours() / 24) }
+
+func daysIn(year int) int {
+	return time.Date(year, 12, 31, 0, 0, 0, 0, time.UTC).YearDay()
+}

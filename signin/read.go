@@ -1,0 +1,107 @@
+package signin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// isSet reads bit k of a Redis bitmap: bit 0 is the most significant bit of
+// byte 0, as SETBIT numbers them.
+func isSet(bitmap []byte, k int64) bool {
+	i := k / 8
+	return i < int64(len(bitmap)) && bitmap[i]&(0x80>>(k%8)) != 0
+}
+
+// Status reports whether user signed in on day.
+func (s *Service) Status(ctx context.Context, user string, day Date) (bool, error) {
+	if err := validUser(user); err != nil {
+		return false, err
+	}
+	v, err := s.rdb.GetBit(ctx, s.bitmap(user, day.Year), day.offset()).Result()
+	if err != nil {
+		return false, fmt.Errorf("signin: status: %w", err)
+	}
+	return v == 1, nil
+}
+
+// years reads user's bitmaps for years from..to in one pipeline.
+func (s *Service) years(ctx context.Context, user string, from, to int) (map[int][]byte, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := map[int]*redis.StringCmd{}
+	for y := from; y <= to; y++ {
+		cmds[y] = pipe.Get(ctx, s.bitmap(user, y))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("signin: read bitmaps: %w", err)
+	}
+	out := map[int][]byte{}
+	for y, c := range cmds {
+		b, _ := c.Bytes()
+		out[y] = b
+	}
+	return out, nil
+}
+
+// History returns the days user signed in on, from..to inclusive, in order.
+func (s *Service) History(ctx context.Context, user string, from, to Date) ([]Date, error) {
+	if err := validUser(user); err != nil {
+		return nil, err
+	}
+	if to.Before(from) || daysBetween(from, to) > 3*366 {
+		return nil, fmt.Errorf("signin: history %s..%s (at most three years, in order)", from, to)
+	}
+	bitmaps, err := s.years(ctx, user, from.Year, to.Year)
+	if err != nil {
+		return nil, err
+	}
+	var out []Date
+	for d := from; !to.Before(d); d = d.AddDays(1) {
+		if isSet(bitmaps[d.Year], d.offset()) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// Streak returns user's current streak at `at`: the run of consecutive
+// signed days ending today, or ending yesterday if today is not signed yet
+// (the streak is not broken before the day is over). Runs are counted back
+// at most two calendar years before this year, as Sign counts them.
+func (s *Service) Streak(ctx context.Context, user string, at time.Time) (int, error) {
+	if err := validUser(user); err != nil {
+		return 0, err
+	}
+	d := DateOf(at, s.location(user))
+	bitmaps, err := s.years(ctx, user, d.Year-2, d.Year)
+	if err != nil {
+		return 0, err
+	}
+	if !isSet(bitmaps[d.Year], d.offset()) {
+		d = d.AddDays(-1)
+	}
+	n := 0
+	for ; d.Year >= at.In(s.location(user)).Year()-2 && isSet(bitmaps[d.Year], d.offset()); d = d.AddDays(-1) {
+		n++
+	}
+	return n, nil
+}
+
+// MonthCount returns how many days of a month user signed in on.
+func (s *Service) MonthCount(ctx context.Context, user string, year int, month time.Month) (int, error) {
+	if err := validUser(user); err != nil {
+		return 0, err
+	}
+	first := Date{year, month, 1}
+	last := first.AddDays(32)
+	last = Date{last.Year, last.Month, 1}.AddDays(-1)
+	// BITCOUNT counts bytes unless told BIT (Redis 7).
+	n, err := s.rdb.BitCount(ctx, s.bitmap(user, year), &redis.BitCount{Start: first.offset(), End: last.offset(), Unit: redis.BitCountIndexBit}).Result()
+	if err != nil {
+		return 0, fmt.Errorf("signin: month count: %w", err)
+	}
+	return int(n), nil
+}

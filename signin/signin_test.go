@@ -1,0 +1,456 @@
+package signin_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/casebook-dev/casebook/internal/kafka"
+	"github.com/casebook-dev/casebook/internal/outbox"
+	"github.com/casebook-dev/casebook/internal/testenv"
+	"github.com/casebook-dev/casebook/signin"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+type clock struct{ ns atomic.Int64 }
+
+func (c *clock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *clock) Set(t time.Time)     { c.ns.Store(t.UnixNano()) }
+func (c *clock) Add(d time.Duration) { c.ns.Add(int64(d)) }
+
+func newService(t *testing.T, r *testenv.Redis, clk *clock, cfg signin.Config) *signin.Service {
+	t.Helper()
+	cfg.Namespace = r.Namespace
+	cfg.Now = clk.Now
+	s, err := signin.New(r.Client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newLedger(t *testing.T) (*signin.Ledger, *sqlx.DB) {
+	t.Helper()
+	db := testenv.NewSQL(t)
+	l := signin.NewLedger(db)
+	if err := l.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return l, db
+}
+
+// pipeline is the reward path: outbox streams → relay → Kafka → Ledger.
+type pipeline struct {
+	t       *testing.T
+	relay   *outbox.Relay
+	brokers []string
+	topic   string
+	group   string
+}
+
+func newPipeline(t *testing.T, r *testenv.Redis, s *signin.Service, send outbox.Sender) *pipeline {
+	brokers := testenv.Kafka(t)
+	topic := testenv.Topic(t, 4)
+	if send == nil {
+		p, err := kafka.NewProducer(brokers, kafka.Config("signin-test"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		send = p
+	}
+	return &pipeline{t: t, relay: outbox.NewRelay(r.Client, s.Outboxes(), topic, "user", send), brokers: brokers, topic: topic, group: "ledger-" + topic}
+}
+
+// deliver relays everything pending and has the ledger consume it; it
+// returns how many messages the ledger handled.
+func (p *pipeline) deliver(ctx context.Context, l *signin.Ledger) int {
+	n := p.drain(ctx)
+	if n > 0 {
+		p.consume(ctx, l, int64(n))
+	}
+	return n
+}
+
+// drain relays until the outbox is empty and returns the entries relayed
+// (counting a batch whose acknowledgement was lost once).
+func (p *pipeline) drain(ctx context.Context) int {
+	p.t.Helper()
+	relayed := 0
+	for range 20 {
+		n, _ := p.relay.Drain(ctx)
+		relayed += n
+		if pending, _ := p.relay.Pending(ctx); pending == 0 {
+			return relayed
+		}
+	}
+	p.t.Fatal("reward tasks stuck in the outbox")
+	return 0
+}
+
+// consume has the ledger handle messages with p.group until n were handled.
+func (p *pipeline) consume(ctx context.Context, l *signin.Ledger, n int64) {
+	p.t.Helper()
+	var handled atomic.Int64
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	kafka.Consume(cctx, p.brokers, p.group, []string{p.topic}, kafka.Config("ledger"), func(ctx context.Context, m *sarama.ConsumerMessage) error {
+		err := l.Handle(ctx, m)
+		if err == nil && handled.Add(1) >= n {
+			cancel()
+		}
+		return err
+	})
+	if handled.Load() < n {
+		p.t.Fatalf("ledger handled %d of %d messages", handled.Load(), n)
+	}
+}
+
+func day(y int, m time.Month, d int) signin.Date { return signin.Date{Year: y, Month: m, Day: d} }
+
+// noon is midday UTC of d, comfortably inside the day in UTC.
+func noon(d signin.Date) time.Time { return time.Date(d.Year, d.Month, d.Day, 12, 0, 0, 0, time.UTC) }
+
+// 1000 goroutines sign 100 users in on one day: each user is signed once and
+// rewarded once.
+func TestConcurrentSignsGrantOnce(t *testing.T) {
+	for name, r := range map[string]*testenv.Redis{"redis": testenv.NewRedis(t), "cluster": testenv.NewRedisCluster(t)} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := &clock{}
+			clk.Set(noon(day(2026, 11, 30)))
+			s := newService(t, r, clk, signin.Config{Buckets: 16})
+			ledger, _ := newLedger(t)
+			var fresh, repeat atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 1000 {
+				wg.Go(func() {
+					res, err := s.Sign(ctx, fmt.Sprintf("user-%d", g%100), clk.Now())
+					switch {
+					case err != nil:
+						t.Error(err)
+					case res.AlreadySigned && res.Points == 0 && res.Streak == 1:
+						repeat.Add(1)
+					case !res.AlreadySigned && res.Points == 10 && res.Streak == 1:
+						fresh.Add(1)
+					default:
+						t.Errorf("unexpected %+v", res)
+					}
+				})
+			}
+			wg.Wait()
+			if fresh.Load() != 100 || repeat.Load() != 900 {
+				t.Fatalf("%d fresh sign-ins and %d repeats, want 100 and 900", fresh.Load(), repeat.Load())
+			}
+			p := newPipeline(t, r, s, nil)
+			if n := p.deliver(ctx, ledger); n != 100 {
+				t.Fatalf("%d reward tasks, want 100", n)
+			}
+			for u := range 100 {
+				user := fmt.Sprintf("user-%d", u)
+				bal, _ := ledger.Balance(ctx, user)
+				rows, _ := ledger.Entries(ctx, user)
+				if bal != 10 || rows != 1 {
+					t.Fatalf("%s: balance %d in %d rows, want 10 in 1", user, bal, rows)
+				}
+			}
+		})
+	}
+}
+
+// Thirty days from 17 December to 15 January: the streak runs on across the
+// year end, with the bonus on days 7, 14, 21 and 28 exactly.
+func TestStreakAcrossYearEnd(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedisCluster(t)
+	clk := &clock{}
+	s := newService(t, r, clk, signin.Config{})
+	ledger, _ := newLedger(t)
+	start := day(2026, 12, 17)
+	var total int64
+	for i := 1; i <= 30; i++ {
+		d := start.AddDays(i - 1)
+		clk.Set(noon(d))
+		res, err := s.Sign(ctx, "ann", clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int64(10)
+		if i%7 == 0 {
+			want = 110
+		}
+		if res.Streak != i || res.Points != want || res.AlreadySigned || res.Date != d {
+			t.Fatalf("day %d (%s): %+v, want streak %d and %d points", i, d, res, i, want)
+		}
+		if st, _ := s.Streak(ctx, "ann", clk.Now()); st != i {
+			t.Fatalf("Streak on day %d = %d", i, st)
+		}
+		total += res.Points
+	}
+	if total != 30*10+4*100 {
+		t.Fatalf("%d points recorded", total)
+	}
+	// A gap restarts the streak (and Streak holds yesterday's run until the
+	// day is over).
+	clk.Set(noon(start.AddDays(30)))
+	if st, _ := s.Streak(ctx, "ann", clk.Now()); st != 30 {
+		t.Fatalf("next morning, before signing: streak %d, want 30", st)
+	}
+	clk.Set(noon(start.AddDays(31)))
+	if res, _ := s.Sign(ctx, "ann", clk.Now()); res.Streak != 1 {
+		t.Fatalf("after a gap: streak %d, want 1", res.Streak)
+	}
+	p := newPipeline(t, r, s, nil)
+	p.deliver(ctx, ledger)
+	if bal, _ := ledger.Balance(ctx, "ann"); bal != 700+10 {
+		t.Fatalf("balance %d, want 710", bal)
+	}
+	if n, _ := ledger.Entries(ctx, "ann"); n != 31+4 {
+		t.Fatalf("%d ledger rows, want 35", n)
+	}
+}
+
+// Days are local days: 23:30 and 00:30 local are two days, whichever side of
+// UTC midnight they fall on.
+func TestTimeZoneEdges(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	shanghai, _ := time.LoadLocation("Asia/Shanghai")
+	la, _ := time.LoadLocation("America/Los_Angeles")
+	zones := map[string]*time.Location{"sh": shanghai, "la": la}
+	clk := &clock{}
+	s := newService(t, r, clk, signin.Config{UserLocation: func(u string) *time.Location { return zones[u] }})
+	for user, loc := range zones {
+		late := time.Date(2026, 11, 29, 23, 30, 0, 0, loc)
+		early := time.Date(2026, 11, 30, 0, 30, 0, 0, loc)
+		a, err1 := s.Sign(ctx, user, late)
+		b, err2 := s.Sign(ctx, user, early)
+		if err1 != nil || err2 != nil || a.AlreadySigned || b.AlreadySigned || b.Streak != 2 {
+			t.Fatalf("%s: %+v %v / %+v %v", user, a, err1, b, err2)
+		}
+		if a.Date != day(2026, 11, 29) || b.Date != day(2026, 11, 30) {
+			t.Fatalf("%s: local days %s and %s", user, a.Date, b.Date)
+		}
+		// Another sign-in an hour later is the same local day.
+		if c, _ := s.Sign(ctx, user, early.Add(time.Hour)); !c.AlreadySigned {
+			t.Fatalf("%s: 01:30 local counted as a new day", user)
+		}
+	}
+	// The same instant is Nov 30 in Shanghai (08:30) and Nov 29 in LA.
+	at := time.Date(2026, 11, 30, 0, 30, 0, 0, time.UTC)
+	if signin.DateOf(at, shanghai) != day(2026, 11, 30) || signin.DateOf(at, la) != day(2026, 11, 29) {
+		t.Fatal("DateOf ignores the zone")
+	}
+	if _, err := s.Sign(ctx, "", at); !errors.Is(err, signin.ErrInvalidUser) {
+		t.Fatalf("empty user: %v", err)
+	}
+}
+
+// A make-up day bridges a gap: the streak through the joined run is
+// recomputed and the bonus now due on day 7 is granted, once.
+func TestMakeUpBridgesGap(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	clk := &clock{}
+	s := newService(t, r, clk, signin.Config{})
+	ledger, _ := newLedger(t)
+	for _, d := range []int{1, 2, 3, 5, 6, 7, 8} {
+		clk.Set(noon(day(2027, 1, d)))
+		if _, err := s.Sign(ctx, "bo", clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, _ := s.Streak(ctx, "bo", clk.Now()); st != 4 {
+		t.Fatalf("streak before make-up %d, want 4", st)
+	}
+	if _, err := s.MakeUp(ctx, "bo", day(2027, 1, 4)); !errors.Is(err, signin.ErrNoCard) {
+		t.Fatalf("without a card: %v", err)
+	}
+	s.AddCards(ctx, "bo", 2)
+	res, err := s.MakeUp(ctx, "bo", day(2027, 1, 4))
+	if err != nil || res.Streak != 8 || res.Points != 110 {
+		t.Fatalf("make-up: %+v, %v; want streak 8 and 10+100 points", res, err)
+	}
+	if st, _ := s.Streak(ctx, "bo", clk.Now()); st != 8 {
+		t.Fatalf("streak after make-up %d, want 8", st)
+	}
+	if _, err := s.MakeUp(ctx, "bo", day(2027, 1, 4)); !errors.Is(err, signin.ErrAlreadySigned) {
+		t.Fatalf("second make-up of the day: %v", err)
+	}
+	for _, d := range []signin.Date{day(2027, 1, 8), day(2027, 1, 9), day(2026, 12, 31)} {
+		if _, err := s.MakeUp(ctx, "bo", d); !errors.Is(err, signin.ErrOutsideWindow) {
+			t.Fatalf("make-up of %s: %v, want ErrOutsideWindow", d, err)
+		}
+	}
+	p := newPipeline(t, r, s, nil)
+	p.deliver(ctx, ledger)
+	// 8 daily rewards, one bonus (day 7), nothing twice.
+	if bal, _ := ledger.Balance(ctx, "bo"); bal != 8*10+100 {
+		t.Fatalf("balance %d, want 180", bal)
+	}
+	// The card spent on the refused second make-up was not consumed.
+	if res, err := s.MakeUp(ctx, "bo", day(2027, 1, 2)); !errors.Is(err, signin.ErrAlreadySigned) {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// A make-up on 31 December joins a run that goes on into January.
+func TestMakeUpAcrossYearEnd(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	clk := &clock{}
+	s := newService(t, r, clk, signin.Config{})
+	for d := day(2026, 12, 26); d.Before(day(2027, 1, 3)); d = d.AddDays(1) {
+		if d == day(2026, 12, 31) {
+			continue
+		}
+		clk.Set(noon(d))
+		s.Sign(ctx, "cy", clk.Now())
+	}
+	s.AddCards(ctx, "cy", 1)
+	res, err := s.MakeUp(ctx, "cy", day(2026, 12, 31))
+	if err != nil || res.Streak != 8 || res.Points != 110 {
+		t.Fatalf("%+v, %v; want streak 8, bonus for 1 January (day 7)", res, err)
+	}
+}
+
+// Duplicated deliveries, replays, concurrent consumers and a relay that
+// crashed between sending and deleting never grant twice.
+func TestRewardsExactlyOnce(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	clk := &clock{}
+	clk.Set(noon(day(2026, 11, 30)))
+	s := newService(t, r, clk, signin.Config{Buckets: 4})
+	ledger, _ := newLedger(t)
+
+	task := signin.Task{User: "dup", Date: "2026-11-30", Kind: "daily", Points: 10}
+	var granted atomic.Int64
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			ok, err := ledger.Grant(ctx, task)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				granted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if granted.Load() != 1 {
+		t.Fatalf("20 concurrent grants of one task granted %d times", granted.Load())
+	}
+
+	// The relay sends, then "crashes" before deleting: everything goes out
+	// again on the next pass.
+	brokers := testenv.Kafka(t)
+	real, _ := kafka.NewProducer(brokers, kafka.Config("crashy"))
+	defer real.Close()
+	send := &crashAfterSend{p: real, crashes: 1}
+	for u := range 10 {
+		s.Sign(ctx, fmt.Sprintf("u%d", u), clk.Now())
+	}
+	p := newPipeline(t, r, s, send)
+	if n := p.drain(ctx); n != 10 {
+		t.Fatalf("relayed %d, want 10", n)
+	}
+	if send.lost == 0 {
+		t.Fatal("the crash was not exercised")
+	}
+	p.consume(ctx, ledger, int64(10+send.lost)) // the lost batch is in Kafka twice
+	for u := range 10 {
+		if bal, _ := ledger.Balance(ctx, fmt.Sprintf("u%d", u)); bal != 10 {
+			t.Fatalf("u%d balance %d after a duplicated relay, want 10", u, bal)
+		}
+	}
+	// A replay of the whole topic by a new consumer group grants nothing.
+	p.group += "-replay"
+	before, _ := ledger.Balance(ctx, "u1")
+	p.consume(ctx, ledger, int64(10+send.lost))
+	if after, _ := ledger.Balance(ctx, "u1"); after != before {
+		t.Fatalf("replay changed the balance %d → %d", before, after)
+	}
+	if _, err := ledger.Grant(ctx, signin.Task{User: "x", Date: "bad", Kind: "daily"}); err == nil {
+		t.Fatal("malformed task accepted")
+	}
+}
+
+// crashAfterSend sends for real and then reports failure, as if the relay
+// died before deleting the entries.
+type crashAfterSend struct {
+	p       *kafka.Producer
+	crashes int
+	lost    int // messages sent whose acknowledgement was "lost"
+}
+
+func (c *crashAfterSend) SendBatch(ms []kafka.Message) error {
+	if err := c.p.SendBatch(ms); err != nil {
+		return err
+	}
+	if c.crashes > 0 {
+		c.crashes--
+		c.lost += len(ms)
+		return errors.New("relay crashed after send")
+	}
+	return nil
+}
+
+// Backup → wipe → restore gives back identical histories, on a cluster.
+func TestBackupRestore(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedisCluster(t)
+	clk := &clock{}
+	s := newService(t, r, clk, signin.Config{Buckets: 32})
+	_, db := newLedger(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	users := make([]string, 40)
+	for i := range users {
+		users[i] = fmt.Sprintf("user:%d{x}", i) // awkward ids on purpose
+		for d := 1; d <= 30; d++ {
+			if rng.IntN(2) == 0 {
+				clk.Set(noon(day(2026, 11, d)))
+				s.Sign(ctx, users[i], clk.Now())
+			}
+		}
+	}
+	from, to := day(2026, 11, 1), day(2026, 11, 30)
+	before := map[string][]signin.Date{}
+	for _, u := range users {
+		before[u], _ = s.History(ctx, u, from, to)
+		n, _ := s.MonthCount(ctx, u, 2026, time.November)
+		if n != len(before[u]) {
+			t.Fatalf("%s: MonthCount %d, History %d days", u, n, len(before[u]))
+		}
+	}
+	saved, err := s.Backup(ctx, db, 2026, time.November)
+	if err != nil || saved == 0 {
+		t.Fatalf("backup saved %d: %v", saved, err)
+	}
+	testenv.DeleteKeys(ctx, r.Client, r.Namespace+"*")
+	for _, u := range users[:3] {
+		if h, _ := s.History(ctx, u, from, to); len(h) != 0 {
+			t.Fatalf("wipe left %d days", len(h))
+		}
+	}
+	restored, err := s.Restore(ctx, db, 2026, time.November)
+	if err != nil || restored != saved {
+		t.Fatalf("restored %d of %d: %v", restored, saved, err)
+	}
+	for _, u := range users {
+		after, _ := s.History(ctx, u, from, to)
+		if fmt.Sprint(after) != fmt.Sprint(before[u]) {
+			t.Fatalf("%s: history %v after restore, %v before", u, after, before[u])
+		}
+	}
+}
