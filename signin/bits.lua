@@ -1,10 +1,11 @@
 -- (shared header, prepended to sign.lua and makeup.lua at load time)
 -- Bit k of a Redis bitmap is the (k % 8)-th most significant bit of byte
 -- k / 8: SETBIT/GETBIT numbering, which BITCOUNT ranges only follow with BIT.
+-- (Arithmetic rather than the bit library, which not every Lua host has.)
 local function isset(s, k)
   local b = string.byte(s, math.floor(k / 8) + 1)
   if not b then return false end
-  return bit.band(b, bit.rshift(128, k % 8)) ~= 0
+  return math.floor(b / 2 ^ (7 - k % 8)) % 2 == 1
 end
 
 -- run_back counts consecutive signed days ending at offset `from` of the
