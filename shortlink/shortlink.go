@@ -171,7 +171,7 @@ func New(dbs []*sqlx.DB, rdb redis.UniversalClient, cfg Config) (*Service, error
 	}
 	s := &Service{
 		cfg: cfg, base: base, rdb: rdb, router: router, segments: segments,
-		space: keys.NewSpace(joinNS(cfg.Namespace, "shortlink")), limiter: redis_rate.NewLimiter(rdb), local: local,
+		space: keys.NewSpace(keys.Join(cfg.Namespace, "shortlink")), limiter: redis_rate.NewLimiter(rdb), local: local,
 		ownHosts: set(append([]string{base.Hostname()}, cfg.OwnHosts...)),
 		blocked:  set(cfg.Blocklist),
 		reserved: set(append(append([]string(nil), DefaultReserved...), cfg.Reserved...)),
@@ -232,13 +232,6 @@ func set(xs []string) map[string]bool {
 		m[strings.TrimSuffix(strings.ToLower(x), ".")] = true
 	}
 	return m
-}
-
-func joinNS(ns, block string) string {
-	if ns == "" {
-		return block
-	}
-	return ns + ":" + block
 }
 
 // Migrate creates the link tables and the code counter table if they do not
@@ -364,7 +357,7 @@ func (s *Service) nextCode(ctx context.Context) (string, error) {
 		return idgen.EncodeBase62(uint64(id)), err
 	}
 	if s.codes == nil {
-		seg, err := idgen.NewSegment(ctx, s.segments, idgen.SegmentConfig{Tag: joinNS(s.cfg.Namespace, "links"), Step: s.cfg.SegmentStep})
+		seg, err := idgen.NewSegment(ctx, s.segments, idgen.SegmentConfig{Tag: keys.Join(s.cfg.Namespace, "links"), Step: s.cfg.SegmentStep})
 		if err != nil {
 			return "", err
 		}

@@ -102,14 +102,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 	case cfg.DailyPoints < 0 || cfg.BonusPoints < 0:
 		return nil, errors.New("signin: negative points")
 	}
-	return &Service{rdb: rdb, cfg: cfg, space: keys.NewSpace(joinNS(cfg.Namespace, "signin"))}, nil
-}
-
-func joinNS(ns, block string) string {
-	if ns == "" {
-		return block
-	}
-	return ns + ":" + block
+	return &Service{rdb: rdb, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "signin"))}, nil
 }
 
 func (s *Service) location(user string) *time.Location {

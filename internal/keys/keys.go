@@ -54,6 +54,22 @@ func (s Space) Key(tag string, parts ...string) string {
 	return b.String()
 }
 
+// Join joins the non-empty parts of a namespace with ':' ("app", "", "rank"
+// → "app:rank").
+func Join(parts ...string) string {
+	out := ""
+	for _, p := range parts {
+		if p == "" {
+			continue
+		}
+		if out != "" {
+			out += ":"
+		}
+		out += p
+	}
+	return out
+}
+
 // Prefix returns the namespace with its trailing ':' ("" for the zero Space),
 // for SCAN patterns and clean-up.
 func (s Space) Prefix() string { return s.prefix }

@@ -123,3 +123,14 @@ func TestClusterIsReal(t *testing.T) {
 		t.Fatal("unexpected nil")
 	}
 }
+
+func TestJoin(t *testing.T) {
+	for _, c := range []struct {
+		parts []string
+		want  string
+	}{{[]string{"app", "rank"}, "app:rank"}, {[]string{"", "rank"}, "rank"}, {[]string{"a", "", "b"}, "a:b"}, {nil, ""}} {
+		if got := keys.Join(c.parts...); got != c.want {
+			t.Errorf("Join(%q) = %q, want %q", c.parts, got, c.want)
+		}
+	}
+}
