@@ -1,0 +1,261 @@
+package seckill
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/go-redis/redis_rate/v10"
+)
+
+var userPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
+
+// request is one buyer's ask.
+type request struct {
+	user string
+	qty  int64
+}
+
+// admit checks a purchase before it reaches the stock: input, the
+// campaign's window (on the caller's clock) and the entrance rate limits.
+func (s *Service) admit(ctx context.Context, c Campaign, user string, qty int64) error {
+	if !userPattern.MatchString(user) || qty < 1 || qty > c.Limit || c.Buckets < 1 {
+		return fmt.Errorf("%w: user %q (1..128 of A-Z a-z 0-9 _ . : @ -), qty %d (1..%d)", ErrInvalid, user, qty, c.Limit)
+	}
+	now := s.cfg.Now()
+	if now.Before(c.Starts) {
+		return ErrNotStarted
+	}
+	if !now.Before(c.Ends) {
+		return ErrEnded
+	}
+	if !s.cfg.UserLimit.IsZero() {
+		if err := s.allow(ctx, s.space.Key(c.ID, "rate", "user", user), s.cfg.UserLimit); err != nil {
+			return err
+		}
+	}
+	if !s.cfg.GlobalLimit.IsZero() {
+		if err := s.allow(ctx, s.space.Key(c.ID, "rate", "all"), s.cfg.GlobalLimit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Service) allow(ctx context.Context, key string, limit redis_rate.Limit) error {
+	res, err := s.limiter.Allow(ctx, key, limit)
+	if err != nil {
+		return fmt.Errorf("seckill: rate limit: %w", err)
+	}
+	if res.Allowed == 0 {
+		return ErrRateLimited
+	}
+	return nil
+}
+
+// home is the bucket holding user's quota, and the first it buys from.
+func home(c Campaign, user string) int { return int(xxhash.Sum64String(user) % uint64(c.Buckets)) }
+
+// Buy reserves qty units of c for user and returns the reservation id. The
+// reservation must be paid (Pay) within PayTimeout or it is released.
+func (s *Service) Buy(ctx context.Context, c Campaign, user string, qty int64) (string, error) {
+	if err := s.admit(ctx, c, user, qty); err != nil {
+		return "", err
+	}
+	h := home(c, user)
+	res, err := s.decide(ctx, c, h, []request{{user, qty}})
+	if err != nil {
+		return "", err
+	}
+	return s.finish(ctx, c, request{user, qty}, h, res[0])
+}
+
+// decide runs the home-bucket script for a batch of requests.
+func (s *Service) decide(ctx context.Context, c Campaign, bucket int, reqs []request) ([]string, error) {
+	args := make([]any, 0, 4+2*len(reqs))
+	args = append(args, c.Limit, s.deadline(), c.ID, bucket)
+	for _, r := range reqs {
+		args = append(args, r.user, r.qty)
+	}
+	keys := s.bucketKeys(c.ID, bucket, "stock", "quota", "res", "due", "outbox", "seq")
+	out, err := buyScript.Run(ctx, s.rdb, keys, args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("seckill: buy on %s/%d: %w", c.ID, bucket, err)
+	}
+	return out, nil
+}
+
+func (s *Service) deadline() int64 { return s.cfg.Now().Add(s.cfg.PayTimeout).UnixMilli() }
+
+// finish turns the home bucket's answer into the buyer's: a reservation,
+// the limit, or — the home bucket being empty — stock from another bucket,
+// else the held quota back and sold out.
+func (s *Service) finish(ctx context.Context, c Campaign, r request, h int, res string) (string, error) {
+	switch res {
+	case "L":
+		return "", ErrLimitReached
+	case "H":
+		for i := 1; i < c.Buckets; i++ {
+			b := (h + i) % c.Buckets
+			keys := s.bucketKeys(c.ID, b, "stock", "res", "due", "outbox", "seq")
+			id, err := takeScript.Run(ctx, s.rdb, keys, c.ID, b, r.user, r.qty, h, s.deadline()).Text()
+			if err != nil {
+				return "", fmt.Errorf("seckill: take from %s/%d: %w", c.ID, b, err) // the hold stays: no oversell
+			}
+			if id != "" {
+				return id, nil
+			}
+		}
+		if err := s.unquota(ctx, c, r.user, r.qty, h, "hold:"+token()); err != nil {
+			return "", err
+		}
+		return "", ErrSoldOut
+	}
+	return res, nil
+}
+
+func (s *Service) unquota(ctx context.Context, c Campaign, user string, qty int64, h int, tok string) error {
+	keys := s.bucketKeys(c.ID, h, "quota", "unquota")
+	if err := unquotaScript.Run(ctx, s.rdb, keys, user, qty, tok).Err(); err != nil {
+		return fmt.Errorf("seckill: return quota of %s: %w", user, err)
+	}
+	return nil
+}
+
+func token() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Batcher folds concurrent buyers of one campaign into one script call per
+// home bucket: each bucket has a loop that, once a request arrives, gathers
+// more for up to Linger or until MaxBatch and decides them all in one round
+// trip. Every caller still gets its own answer, and a user twice in one batch
+// is decided in order.
+type Batcher struct {
+	s      *Service
+	c      Campaign
+	queues []chan *waiting
+	cfg    BatchConfig
+	stop   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// BatchConfig sizes a Batcher.
+type BatchConfig struct {
+	// MaxBatch is the most buyers decided in one call [256]. Larger
+	// batches hold the Redis shard longer per call.
+	MaxBatch int
+	// Linger is how long a batch waits for more buyers after its first
+	// [200µs]: the latency a lone buyer pays for everyone's throughput.
+	Linger time.Duration
+}
+
+type waiting struct {
+	request
+	res  string
+	err  error
+	done chan struct{}
+}
+
+// NewBatcher starts a batcher for c. Close it to stop its loops.
+func (s *Service) NewBatcher(c Campaign, cfg BatchConfig) *Batcher {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 256
+	}
+	if cfg.Linger == 0 {
+		cfg.Linger = 200 * time.Microsecond
+	}
+	b := &Batcher{s: s, c: c, cfg: cfg, stop: make(chan struct{})}
+	for bucket := range c.Buckets {
+		q := make(chan *waiting, 4*cfg.MaxBatch)
+		b.queues = append(b.queues, q)
+		b.wg.Go(func() { b.loop(bucket, q) })
+	}
+	return b
+}
+
+// Buy is Service.Buy through the batcher.
+func (b *Batcher) Buy(ctx context.Context, user string, qty int64) (string, error) {
+	if err := b.s.admit(ctx, b.c, user, qty); err != nil {
+		return "", err
+	}
+	h := home(b.c, user)
+	w := &waiting{request: request{user, qty}, done: make(chan struct{})}
+	select {
+	case b.queues[h] <- w:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-b.stop:
+		return "", fmt.Errorf("seckill: batcher closed")
+	}
+	<-w.done // decided even if ctx ends meanwhile: the answer must not be lost
+	if w.err != nil {
+		return "", w.err
+	}
+	return b.s.finish(ctx, b.c, w.request, h, w.res)
+}
+
+func (b *Batcher) loop(bucket int, q chan *waiting) {
+	batch := make([]*waiting, 0, b.cfg.MaxBatch)
+	reqs := make([]request, 0, b.cfg.MaxBatch)
+	linger := time.NewTimer(time.Hour)
+	for {
+		select {
+		case w := <-q:
+			batch = append(batch[:0], w)
+		case <-b.stop:
+			return
+		}
+		linger.Reset(b.cfg.Linger)
+	fill:
+		for len(batch) < b.cfg.MaxBatch {
+			select {
+			case w := <-q:
+				batch = append(batch, w)
+			case <-linger.C:
+				break fill
+			}
+		}
+		linger.Stop()
+		reqs = reqs[:0]
+		for _, w := range batch {
+			reqs = append(reqs, w.request)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := b.s.decide(ctx, b.c, bucket, reqs)
+		cancel()
+		for i, w := range batch {
+			if err != nil {
+				w.err = err
+			} else {
+				w.res = res[i]
+			}
+			close(w.done)
+		}
+	}
+}
+
+// Close stops the batcher's loops; requests still queued get an error.
+func (b *Batcher) Close() {
+	close(b.stop)
+	b.wg.Wait()
+	for _, q := range b.queues { // answer whoever is still queued
+		for {
+			select {
+			case w := <-q:
+				w.err = fmt.Errorf("seckill: batcher closed")
+				close(w.done)
+				continue
+			default:
+			}
+			break
+		}
+	}
+}

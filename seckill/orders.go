@@ -1,0 +1,292 @@
+package seckill
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/IBM/sarama"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/casebook-dev/casebook/internal/sqlutil"
+)
+
+// Order statuses in SQL.
+const (
+	Pending  = "pending"
+	Paid     = "paid"
+	Released = "released" // not paid in time: units and quota returned
+	Rejected = "rejected" // Redis sold a unit SQL did not have (Redis lost state)
+)
+
+// OrderEvent is one reservation to record as an order.
+type OrderEvent struct {
+	ID       string
+	Campaign string
+	User     string
+	Qty      int64
+}
+
+// outboxEntry is what the buy scripts append: a campaign and its orders as
+// "id|user|qty;id|user|qty…", one entry per decided batch.
+type outboxEntry struct {
+	Campaign string `json:"campaign"`
+	Orders   string `json:"orders"`
+}
+
+func (e outboxEntry) events() ([]OrderEvent, error) {
+	var out []OrderEvent
+	for _, o := range strings.Split(e.Orders, ";") {
+		f := strings.Split(o, "|")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("seckill: malformed order %q", o)
+		}
+		qty, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil || qty < 1 || f[0] == "" {
+			return nil, fmt.Errorf("seckill: malformed order %q", o)
+		}
+		out = append(out, OrderEvent{ID: f[0], Campaign: e.Campaign, User: f[1], Qty: qty})
+	}
+	return out, nil
+}
+
+// HandleOrder is the Kafka consumer of order events: for each order in the
+// message it creates the order row and makes the final deduction in SQL, in
+// one transaction, guarded by "n >= qty" — so SQL never records more units
+// sold than the SKU has, even if Redis lost its state and sold too many
+// (those orders are Rejected). A redelivered message finds its rows and
+// changes nothing.
+func (s *Service) HandleOrder(ctx context.Context, m *sarama.ConsumerMessage) error {
+	var e outboxEntry
+	if err := json.Unmarshal(m.Value, &e); err != nil {
+		return fmt.Errorf("seckill: malformed order message at %s/%d/%d: %w", m.Topic, m.Partition, m.Offset, err)
+	}
+	events, err := e.events()
+	if err != nil {
+		return err
+	}
+	for _, ev := range events {
+		if err := s.CreateOrder(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CreateOrder records one reservation as an order (see HandleOrder).
+func (s *Service) CreateOrder(ctx context.Context, e OrderEvent) error {
+	c, err := s.Campaign(ctx, e.Campaign)
+	if err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	_, err = tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		e.ID, e.Campaign, e.User, e.Qty, Pending, s.cfg.Now().UnixMilli())
+	if sqlutil.IsDuplicate(err) {
+		return nil // delivered before, or released before it arrived
+	}
+	if err != nil {
+		return fmt.Errorf("seckill: insert order: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE seckill_stock SET n = n - ? WHERE sku = ? AND n >= ?`, e.Qty, c.SKU, e.Qty)
+	if err != nil {
+		return fmt.Errorf("seckill: deduct stock: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		if _, err := tx.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ?`, Rejected, e.ID); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// Pay marks a reservation paid. It is idempotent; it fails with ErrReleased
+// when the timeout won the race (refund, never "paid"), and with ErrNotReady
+// before the order row exists.
+func (s *Service) Pay(ctx context.Context, id string) error {
+	c, b, err := s.parseID(ctx, id)
+	if err != nil {
+		return err
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ? AND status = ?`, Paid, id, Pending)
+	if err != nil {
+		return fmt.Errorf("seckill: pay: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		switch status, err := s.status(ctx, id); {
+		case err != nil:
+			return err
+		case status == "":
+			return ErrNotReady
+		case status == Released || status == Rejected:
+			return fmt.Errorf("%w: %s is %s", ErrReleased, id, status)
+		}
+		// Paid before: fall through to make sure Redis forgot it.
+	}
+	return s.close(ctx, c, b, id, false)
+}
+
+func (s *Service) status(ctx context.Context, id string) (string, error) {
+	var st string
+	err := s.db.GetContext(ctx, &st, `SELECT status FROM seckill_orders WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return st, err
+}
+
+// parseID splits "<campaign>-<bucket>-<seq>".
+func (s *Service) parseID(ctx context.Context, id string) (Campaign, int, error) {
+	parts := strings.Split(id, "-")
+	if len(parts) < 3 {
+		return Campaign{}, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
+	}
+	b, err := strconv.Atoi(parts[len(parts)-2])
+	if err != nil {
+		return Campaign{}, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
+	}
+	c, err := s.Campaign(ctx, strings.Join(parts[:len(parts)-2], "-"))
+	if err != nil {
+		return Campaign{}, 0, err
+	}
+	if b < 0 || b >= c.Buckets {
+		return Campaign{}, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
+	}
+	return c, b, nil
+}
+
+// close removes a reservation from its bucket (restocking it if asked) and,
+// when restocked, gives the buyer's quota back, once.
+func (s *Service) close(ctx context.Context, c Campaign, b int, id string, restock bool) error {
+	flag := "0"
+	if restock {
+		flag = "1"
+	}
+	r, err := releaseScript.Run(ctx, s.rdb, s.bucketKeys(c.ID, b, "stock", "res", "due"), id, flag).Text()
+	if err != nil {
+		return fmt.Errorf("seckill: close %s: %w", id, err)
+	}
+	if !restock || r == "" {
+		return nil
+	}
+	user, qty, h, err := parseReservation(r)
+	if err != nil {
+		return err
+	}
+	return s.unquota(ctx, c, user, qty, h, id)
+}
+
+func parseReservation(r string) (user string, qty int64, home int, err error) {
+	i, j := strings.LastIndexByte(r, '|'), -1
+	if i > 0 {
+		j = strings.LastIndexByte(r[:i], '|')
+	}
+	if j < 0 {
+		return "", 0, 0, fmt.Errorf("seckill: malformed reservation %q", r)
+	}
+	qty, err1 := strconv.ParseInt(r[j+1:i], 10, 64)
+	home, err2 := strconv.Atoi(r[i+1:])
+	if err1 != nil || err2 != nil {
+		return "", 0, 0, fmt.Errorf("seckill: malformed reservation %q", r)
+	}
+	return r[:j], qty, home, nil
+}
+
+// ReleaseDue releases the reservations of c whose payment deadline passed
+// and returns how many it released. SQL decides each one: the conditional
+// UPDATE pending → released races Pay's pending → paid, and exactly one wins.
+// A released order returns its units to SQL's stock in the same transaction,
+// then to Redis with the buyer's quota. An order the consumer has not created
+// yet is recorded as released first, so its late event changes nothing.
+func (s *Service) ReleaseDue(ctx context.Context, c Campaign) (int, error) {
+	now := strconv.FormatInt(s.cfg.Now().UnixMilli(), 10)
+	released := 0
+	for b := range c.Buckets {
+		ids, err := s.rdb.ZRangeByScore(ctx, s.key(c.ID, b, "due"), &redis.ZRangeBy{Min: "-inf", Max: now}).Result()
+		if err != nil {
+			return released, fmt.Errorf("seckill: due of %s/%d: %w", c.ID, b, err)
+		}
+		for _, id := range ids {
+			restock, err := s.decideRelease(ctx, c, b, id)
+			if err != nil {
+				return released, err
+			}
+			if err := s.close(ctx, c, b, id, restock); err != nil {
+				return released, err
+			}
+			if restock {
+				released++
+			}
+		}
+	}
+	return released, nil
+}
+
+// decideRelease settles id in SQL and reports whether its units go back.
+func (s *Service) decideRelease(ctx context.Context, c Campaign, b int, id string) (bool, error) {
+	for range 3 {
+		tx, err := s.db.BeginTxx(ctx, nil)
+		if err != nil {
+			return false, err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ? AND status = ?`, Released, id, Pending)
+		if err != nil {
+			tx.Rollback()
+			return false, err
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			var qty int64
+			if err := tx.GetContext(ctx, &qty, `SELECT qty FROM seckill_orders WHERE id = ?`, id); err != nil {
+				tx.Rollback()
+				return false, err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE seckill_stock SET n = n + ? WHERE sku = ?`, qty, c.SKU); err != nil {
+				tx.Rollback()
+				return false, err
+			}
+			return true, tx.Commit()
+		}
+		var status string
+		err = tx.GetContext(ctx, &status, `SELECT status FROM seckill_orders WHERE id = ?`, id)
+		if errors.Is(err, sql.ErrNoRows) {
+			// The event is still on its way: record the release first.
+			r, rerr := s.rdb.HGet(ctx, s.key(c.ID, b, "res"), id).Result()
+			if rerr != nil {
+				tx.Rollback()
+				return false, nil // already closed in Redis: nothing to release
+			}
+			user, qty, _, perr := parseReservation(r)
+			if perr != nil {
+				tx.Rollback()
+				return false, perr
+			}
+			_, err = tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
+				id, c.ID, user, qty, Released, s.cfg.Now().UnixMilli())
+			if sqlutil.IsDuplicate(err) {
+				tx.Rollback()
+				continue // the consumer got there first: decide again
+			}
+			if err != nil {
+				tx.Rollback()
+				return false, err
+			}
+			return true, tx.Commit()
+		}
+		tx.Rollback()
+		if err != nil {
+			return false, err
+		}
+		// Paid keeps its units; Rejected never had SQL units; Released
+		// was decided before (Redis may not have been told).
+		return status == Released, nil
+	}
+	return false, fmt.Errorf("seckill: release %s: kept racing the consumer", id)
+}

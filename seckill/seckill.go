@@ -1,0 +1,234 @@
+package seckill
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/sqlutil"
+)
+
+var (
+	//go:embed buy.lua
+	buyLua string
+	//go:embed take.lua
+	takeLua string
+	//go:embed unquota.lua
+	unquotaLua string
+	//go:embed release.lua
+	releaseLua string
+
+	buyScript     = redis.NewScript(buyLua)
+	takeScript    = redis.NewScript(takeLua)
+	unquotaScript = redis.NewScript(unquotaLua)
+	releaseScript = redis.NewScript(releaseLua)
+)
+
+var (
+	ErrSoldOut      = errors.New("seckill: sold out")
+	ErrLimitReached = errors.New("seckill: per-user limit reached")
+	ErrNotStarted   = errors.New("seckill: campaign not started")
+	ErrEnded        = errors.New("seckill: campaign ended")
+	ErrRateLimited  = errors.New("seckill: rate limited")
+	ErrNoCampaign   = errors.New("seckill: no such campaign")
+	ErrInvalid      = errors.New("seckill: invalid input")
+	// ErrNotReady is returned by Pay before the order row exists (the
+	// consumer has not caught up): retry.
+	ErrNotReady = errors.New("seckill: order not recorded yet")
+	// ErrReleased is returned by Pay for a reservation already released
+	// after its timeout: the payment must be refunded, never accepted.
+	ErrReleased = errors.New("seckill: reservation released, refund the payment")
+)
+
+// Campaign is one flash sale of one SKU.
+type Campaign struct {
+	ID      string    `db:"id"`
+	SKU     string    `db:"sku"`
+	Stock   int64     `db:"stock"`
+	Limit   int64     `db:"per_user"` // units one user may buy, ≥ 1
+	Buckets int       `db:"buckets"`  // stock split over this many keys (slots), ≥ 1
+	Starts  time.Time `db:"-"`
+	Ends    time.Time `db:"-"`
+}
+
+// Config configures a Service. Zero values take the defaults in brackets.
+type Config struct {
+	// Namespace prefixes every Redis key.
+	Namespace string
+	// PayTimeout is how long a reservation waits for payment before its
+	// units and the buyer's quota are released [15m].
+	PayTimeout time.Duration
+	// UserLimit and GlobalLimit rate-limit Buy per user and per campaign at
+	// the entrance (zero: no limit).
+	UserLimit   redis_rate.Limit
+	GlobalLimit redis_rate.Limit
+	// Now is the clock [time.Now].
+	Now func() time.Time
+}
+
+// Service sells campaigns: Redis is the gate, SQL the record. It is safe for
+// concurrent use.
+type Service struct {
+	rdb     redis.UniversalClient
+	db      *sqlx.DB
+	cfg     Config
+	space   keys.Space
+	limiter *redis_rate.Limiter
+}
+
+// New returns a Service. Call Migrate once to create its tables.
+func New(rdb redis.UniversalClient, db *sqlx.DB, cfg Config) (*Service, error) {
+	if rdb == nil || db == nil {
+		return nil, fmt.Errorf("%w: nil Redis client or database", ErrInvalid)
+	}
+	if cfg.PayTimeout == 0 {
+		cfg.PayTimeout = 15 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.PayTimeout < 0 {
+		return nil, fmt.Errorf("%w: pay timeout %v", ErrInvalid, cfg.PayTimeout)
+	}
+	return &Service{rdb: rdb, db: db, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "seckill")), limiter: redis_rate.NewLimiter(rdb)}, nil
+}
+
+// Migrate creates the campaign, stock and order tables if missing.
+func (s *Service) Migrate(ctx context.Context) error {
+	id := sqlutil.BinaryKey(s.db, 64)
+	for _, ddl := range []string{
+		`CREATE TABLE IF NOT EXISTS seckill_campaigns (
+			id ` + id + ` NOT NULL PRIMARY KEY, sku ` + id + ` NOT NULL, stock BIGINT NOT NULL,
+			per_user BIGINT NOT NULL, buckets INT NOT NULL, starts_at BIGINT NOT NULL, ends_at BIGINT NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS seckill_stock (sku ` + id + ` NOT NULL PRIMARY KEY, n BIGINT NOT NULL)`,
+		`CREATE TABLE IF NOT EXISTS seckill_orders (
+			id ` + sqlutil.BinaryKey(s.db, 96) + ` NOT NULL PRIMARY KEY, campaign ` + id + ` NOT NULL,
+			user_id ` + sqlutil.BinaryKey(s.db, 128) + ` NOT NULL, qty BIGINT NOT NULL,
+			status VARCHAR(16) NOT NULL, created_at BIGINT NOT NULL)`,
+	} {
+		if _, err := s.db.ExecContext(ctx, ddl); err != nil {
+			return fmt.Errorf("seckill: migrate: %w", err)
+		}
+	}
+	return nil
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+
+// Create records a campaign and its SKU's stock in SQL and loads it into
+// Redis, split over c.Buckets keys.
+func (s *Service) Create(ctx context.Context, c Campaign) error {
+	switch {
+	case !idPattern.MatchString(c.ID) || !idPattern.MatchString(c.SKU):
+		return fmt.Errorf("%w: campaign and SKU ids are 1..64 of A-Z a-z 0-9 _ . : -", ErrInvalid)
+	case c.Stock < 1 || c.Limit < 1 || c.Buckets < 1 || c.Buckets > 1024 || int64(c.Buckets) > c.Stock:
+		return fmt.Errorf("%w: stock %d, limit %d, buckets %d (1..min(1024, stock))", ErrInvalid, c.Stock, c.Limit, c.Buckets)
+	case !c.Ends.After(c.Starts):
+		return fmt.Errorf("%w: ends %v not after starts %v", ErrInvalid, c.Ends, c.Starts)
+	}
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_campaigns (id, sku, stock, per_user, buckets, starts_at, ends_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		c.ID, c.SKU, c.Stock, c.Limit, c.Buckets, c.Starts.UnixMilli(), c.Ends.UnixMilli()); err != nil {
+		if sqlutil.IsDuplicate(err) {
+			return fmt.Errorf("%w: campaign %s exists", ErrInvalid, c.ID)
+		}
+		return fmt.Errorf("seckill: create campaign: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_stock (sku, n) VALUES (?, ?)`, c.SKU, c.Stock); err != nil {
+		return fmt.Errorf("seckill: stock of %s: %w", c.SKU, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	return s.loadStock(ctx, c, c.Stock)
+}
+
+// loadStock splits n units over the campaign's buckets.
+func (s *Service) loadStock(ctx context.Context, c Campaign, n int64) error {
+	pipe := s.rdb.Pipeline()
+	for b := range c.Buckets {
+		share := n / int64(c.Buckets)
+		if int64(b) < n%int64(c.Buckets) {
+			share++
+		}
+		pipe.Set(ctx, s.key(c.ID, b, "stock"), share, 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("seckill: load stock: %w", err)
+	}
+	return nil
+}
+
+// Campaign reads a campaign from SQL.
+func (s *Service) Campaign(ctx context.Context, id string) (Campaign, error) {
+	var row struct {
+		Campaign
+		StartsAt int64 `db:"starts_at"`
+		EndsAt   int64 `db:"ends_at"`
+	}
+	err := s.db.GetContext(ctx, &row, `SELECT id, sku, stock, per_user, buckets, starts_at, ends_at FROM seckill_campaigns WHERE id = ?`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Campaign{}, fmt.Errorf("%w: %s", ErrNoCampaign, id)
+	}
+	if err != nil {
+		return Campaign{}, fmt.Errorf("seckill: read campaign: %w", err)
+	}
+	c := row.Campaign
+	c.Starts, c.Ends = time.UnixMilli(row.StartsAt), time.UnixMilli(row.EndsAt)
+	return c, nil
+}
+
+// key is a key of one bucket of a campaign: "{<campaign>:<bucket>}:<part>".
+func (s *Service) key(campaign string, bucket int, part string) string {
+	return s.space.Key(campaign+":"+strconv.Itoa(bucket), part)
+}
+
+// bucketKeys are the keys of one bucket, in the order the scripts take them.
+func (s *Service) bucketKeys(campaign string, b int, parts ...string) []string {
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = s.key(campaign, b, p)
+	}
+	return out
+}
+
+// Outboxes lists the outbox streams of a campaign, for the relay.
+func (s *Service) Outboxes(c Campaign) []string {
+	out := make([]string, c.Buckets)
+	for b := range out {
+		out[b] = s.key(c.ID, b, "outbox")
+	}
+	return out
+}
+
+// RedisStock is the stock left in Redis over all buckets.
+func (s *Service) RedisStock(ctx context.Context, c Campaign) (int64, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, c.Buckets)
+	for b := range cmds {
+		cmds[b] = pipe.Get(ctx, s.key(c.ID, b, "stock"))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, err
+	}
+	var n int64
+	for _, c := range cmds {
+		v, _ := c.Int64()
+		n += v
+	}
+	return n, nil
+}

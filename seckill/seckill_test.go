@@ -1,0 +1,477 @@
+package seckill_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/casebook-dev/casebook/internal/kafka"
+	"github.com/casebook-dev/casebook/internal/outbox"
+	"github.com/casebook-dev/casebook/internal/testenv"
+	"github.com/casebook-dev/casebook/seckill"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+type clock struct{ ns atomic.Int64 }
+
+func (c *clock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *clock) Add(d time.Duration) { c.ns.Add(int64(d)) }
+
+var saleStart = time.Date(2026, 11, 11, 20, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	t   *testing.T
+	s   *seckill.Service
+	c   seckill.Campaign
+	r   *testenv.Redis
+	db  *sqlx.DB
+	clk *clock
+}
+
+func setup(t *testing.T, r *testenv.Redis, stock, limit int64, buckets int, cfg seckill.Config) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	clk := &clock{}
+	clk.ns.Store(saleStart.Add(time.Second).UnixNano())
+	cfg.Namespace, cfg.Now = r.Namespace, clk.Now
+	db := testenv.NewSQL(t)
+	s, err := seckill.New(r.Client, db, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := seckill.Campaign{ID: "c1", SKU: "sku-1", Stock: stock, Limit: limit, Buckets: buckets, Starts: saleStart, Ends: saleStart.Add(time.Hour)}
+	if err := s.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	c, err = s.Campaign(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testenv.DeleteKeys(context.Background(), r.Client, "rate:"+r.Namespace+"*") })
+	return &fixture{t: t, s: s, c: c, r: r, db: db, clk: clk}
+}
+
+// deliver relays the outbox to Kafka through send (nil: a real producer) and
+// has HandleOrder consume every relayed event.
+func (f *fixture) deliver(ctx context.Context, send outbox.Sender) int {
+	f.t.Helper()
+	brokers := testenv.Kafka(f.t)
+	topic := testenv.Topic(f.t, 4)
+	if send == nil {
+		p, err := kafka.NewProducer(brokers, kafka.Config("seckill-test"))
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		defer p.Close()
+		send = p
+	}
+	relay := outbox.NewRelay(f.r.Client, f.s.Outboxes(f.c), topic, "campaign", send)
+	relayed := 0
+	for range 50 {
+		n, _ := relay.Drain(ctx)
+		relayed += n
+		if pending, _ := relay.Pending(ctx); pending == 0 {
+			break
+		}
+	}
+	if pending, _ := relay.Pending(ctx); pending != 0 {
+		f.t.Fatalf("%d order events stuck in the outbox", pending)
+	}
+	if relayed == 0 {
+		return 0
+	}
+	var handled atomic.Int64
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	kafka.Consume(cctx, brokers, "orders-"+topic, []string{topic}, kafka.Config("orders"), func(ctx context.Context, m *sarama.ConsumerMessage) error {
+		err := f.s.HandleOrder(ctx, m)
+		if err == nil && handled.Add(1) == int64(relayed) {
+			cancel()
+		}
+		return err
+	})
+	if handled.Load() != int64(relayed) {
+		f.t.Fatalf("consumer handled %d of %d events", handled.Load(), relayed)
+	}
+	return relayed
+}
+
+func (f *fixture) sqlCounts(ctx context.Context) (orders map[string]int64, stock int64) {
+	f.t.Helper()
+	var rows []struct {
+		Status string `db:"status"`
+		Units  int64  `db:"units"`
+	}
+	if err := f.db.SelectContext(ctx, &rows, `SELECT status, SUM(qty) AS units FROM seckill_orders GROUP BY status`); err != nil {
+		f.t.Fatal(err)
+	}
+	orders = map[string]int64{}
+	for _, r := range rows {
+		orders[r.Status] = r.Units
+	}
+	if err := f.db.GetContext(ctx, &stock, `SELECT n FROM seckill_stock WHERE sku = 'sku-1'`); err != nil {
+		f.t.Fatal(err)
+	}
+	return orders, stock
+}
+
+// TestStress: 10,000 goroutines, users repeating, against 1000 units: exactly
+// 1000 sold, every user within its limit, Redis at 0, and after the consumer
+// 1000 units of orders in SQL, SQL stock 0 — with and without buckets on a
+// cluster, with and without the batcher.
+func TestStress(t *testing.T) {
+	cases := []struct {
+		name    string
+		cluster bool
+		limit   int64
+		buckets int
+		batch   bool
+		users   int
+	}{
+		{"redis/limit1", false, 1, 1, false, 3000},
+		{"redis/limit3", false, 3, 1, false, 500},
+		{"cluster/limit1/k8", true, 1, 8, false, 3000},
+		{"cluster/limit3/k8", true, 3, 8, false, 500},
+		{"redis/limit1/k4/batched", false, 1, 4, true, 3000},
+		{"cluster/limit3/k8/batched", true, 3, 8, true, 500},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := testenv.NewRedis(t)
+			if tc.cluster {
+				r = testenv.NewRedisCluster(t)
+			}
+			f := setup(t, r, 1000, tc.limit, tc.buckets, seckill.Config{})
+			buy := func(user string) (string, error) { return f.s.Buy(ctx, f.c, user, 1) }
+			if tc.batch {
+				b := f.s.NewBatcher(f.c, seckill.BatchConfig{MaxBatch: 128})
+				defer b.Close()
+				buy = func(user string) (string, error) { return b.Buy(ctx, user, 1) }
+			}
+			var mu sync.Mutex
+			perUser := map[string]int64{}
+			ids := map[string]bool{}
+			var soldOut, limited atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 10_000 {
+				wg.Go(func() {
+					user := fmt.Sprintf("u%d", g%tc.users)
+					id, err := buy(user)
+					switch {
+					case err == nil:
+						mu.Lock()
+						perUser[user]++
+						if ids[id] {
+							t.Errorf("reservation %s twice", id)
+						}
+						ids[id] = true
+						mu.Unlock()
+					case errors.Is(err, seckill.ErrSoldOut):
+						soldOut.Add(1)
+					case errors.Is(err, seckill.ErrLimitReached):
+						limited.Add(1)
+					default:
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			if len(ids) != 1000 {
+				t.Fatalf("%d sold, want exactly 1000 (%d sold out, %d over limit)", len(ids), soldOut.Load(), limited.Load())
+			}
+			for u, n := range perUser {
+				if n > tc.limit {
+					t.Fatalf("%s bought %d, limit %d", u, n, tc.limit)
+				}
+			}
+			if left, _ := f.s.RedisStock(ctx, f.c); left != 0 {
+				t.Fatalf("Redis stock %d after selling out", left)
+			}
+			f.deliver(ctx, nil)
+			orders, stock := f.sqlCounts(ctx)
+			if orders[seckill.Pending] != 1000 || stock != 0 || len(orders) != 1 {
+				t.Fatalf("SQL: orders %v, stock %d; want 1000 pending, 0 left", orders, stock)
+			}
+			if rep, err := f.s.Reconcile(ctx, f.c, false); err != nil || rep.Drift != 0 {
+				t.Fatalf("reconcile: %+v, %v", rep, err)
+			}
+		})
+	}
+}
+
+func TestRules(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), 10, 2, 1, seckill.Config{})
+	if _, err := f.s.Buy(ctx, f.c, "a", 3); !errors.Is(err, seckill.ErrInvalid) {
+		t.Fatalf("qty over the limit: %v", err)
+	}
+	if _, err := f.s.Buy(ctx, f.c, "", 1); !errors.Is(err, seckill.ErrInvalid) {
+		t.Fatalf("empty user: %v", err)
+	}
+	if _, err := f.s.Buy(ctx, f.c, "a", 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.Buy(ctx, f.c, "a", 1); !errors.Is(err, seckill.ErrLimitReached) {
+		t.Fatalf("third unit: %v", err)
+	}
+	f.clk.Add(-time.Hour)
+	if _, err := f.s.Buy(ctx, f.c, "b", 1); !errors.Is(err, seckill.ErrNotStarted) {
+		t.Fatalf("before the start: %v", err)
+	}
+	f.clk.Add(3 * time.Hour)
+	if _, err := f.s.Buy(ctx, f.c, "b", 1); !errors.Is(err, seckill.ErrEnded) {
+		t.Fatalf("after the end: %v", err)
+	}
+	if left, _ := f.s.RedisStock(ctx, f.c); left != 8 {
+		t.Fatalf("refusals changed the stock: %d left", left)
+	}
+	for _, c := range []seckill.Campaign{
+		{ID: "bad id!", SKU: "s", Stock: 1, Limit: 1, Buckets: 1, Starts: saleStart, Ends: saleStart.Add(time.Hour)},
+		{ID: "c2", SKU: "s", Stock: 0, Limit: 1, Buckets: 1, Starts: saleStart, Ends: saleStart.Add(time.Hour)},
+		{ID: "c2", SKU: "s", Stock: 4, Limit: 1, Buckets: 5, Starts: saleStart, Ends: saleStart.Add(time.Hour)},
+		{ID: "c2", SKU: "s", Stock: 4, Limit: 1, Buckets: 1, Starts: saleStart, Ends: saleStart},
+		{ID: "c1", SKU: "s2", Stock: 4, Limit: 1, Buckets: 1, Starts: saleStart, Ends: saleStart.Add(time.Hour)},
+	} {
+		if err := f.s.Create(ctx, c); !errors.Is(err, seckill.ErrInvalid) {
+			t.Errorf("Create(%+v) = %v, want ErrInvalid", c, err)
+		}
+	}
+}
+
+// One unit per bucket, every buyer homed on the same bucket: all units are
+// still sold (no undersell), and a buyer who finds nothing gets its quota back.
+func TestBucketsServeFromElsewhere(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedisCluster(t), 8, 1, 8, seckill.Config{})
+	sold := 0
+	for i := range 9 {
+		_, err := f.s.Buy(ctx, f.c, fmt.Sprintf("user-%d", i), 1)
+		if err == nil {
+			sold++
+		} else if !errors.Is(err, seckill.ErrSoldOut) || i < 8 {
+			t.Fatalf("buyer %d: %v", i, err)
+		}
+	}
+	if sold != 8 {
+		t.Fatalf("sold %d of 8", sold)
+	}
+	// user-8 was told sold out and holds no quota: once a unit comes back
+	// it can buy.
+	f.clk.Add(16 * time.Minute)
+	f.deliver(ctx, nil)
+	if n, err := f.s.ReleaseDue(ctx, f.c); err != nil || n != 8 {
+		t.Fatalf("released %d, %v", n, err)
+	}
+	if _, err := f.s.Buy(ctx, f.c, "user-8", 1); err != nil {
+		t.Fatalf("sold-out buyer after units came back: %v", err)
+	}
+}
+
+func TestRateLimitAtEntrance(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), 100, 100, 1, seckill.Config{UserLimit: redis_rate.PerMinute(2)})
+	for i := range 3 {
+		_, err := f.s.Buy(ctx, f.c, "eager", 1)
+		if (i < 2) != (err == nil) || i == 2 && !errors.Is(err, seckill.ErrRateLimited) {
+			t.Fatalf("buy %d: %v", i+1, err)
+		}
+	}
+	if left, _ := f.s.RedisStock(ctx, f.c); left != 98 {
+		t.Fatalf("a rate-limited buy touched the stock: %d left", left)
+	}
+}
+
+// Pay and the timeout race on 200 reservations: each ends paid or released,
+// never both; released units and quotas come back exactly once.
+func TestPayRacesTimeout(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), 200, 1, 4, seckill.Config{})
+	var ids []string
+	for i := range 200 {
+		id, err := f.s.Buy(ctx, f.c, fmt.Sprintf("p%d", i), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	f.deliver(ctx, nil)
+	f.clk.Add(16 * time.Minute)
+	var paid, refused atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 3 { // several release passes race the payments
+			if _, err := f.s.ReleaseDue(ctx, f.c); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	for _, id := range ids {
+		wg.Go(func() {
+			err := f.s.Pay(ctx, id)
+			switch {
+			case err == nil:
+				paid.Add(1)
+			case errors.Is(err, seckill.ErrReleased):
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	f.s.ReleaseDue(ctx, f.c) // whatever the racing passes had not reached
+	orders, stock := f.sqlCounts(ctx)
+	if paid.Load()+refused.Load() != 200 || orders[seckill.Paid] != paid.Load() || orders[seckill.Released] != refused.Load() {
+		t.Fatalf("paid %d, refused %d; SQL %v", paid.Load(), refused.Load(), orders)
+	}
+	left, _ := f.s.RedisStock(ctx, f.c)
+	if stock != refused.Load() || left != refused.Load() {
+		t.Fatalf("released %d units; SQL stock %d, Redis stock %d", refused.Load(), stock, left)
+	}
+	// Paying twice is fine; paying a released one is refused again.
+	for _, id := range ids {
+		err := f.s.Pay(ctx, id)
+		if err != nil && !errors.Is(err, seckill.ErrReleased) {
+			t.Fatal(err)
+		}
+	}
+	if rep, _ := f.s.Reconcile(ctx, f.c, false); rep.Drift != 0 || rep.Open != 0 {
+		t.Fatalf("after the race: %+v", rep)
+	}
+}
+
+// A reservation released before its order event reached SQL: the release is
+// recorded first, and the late event neither creates a pending order nor
+// deducts stock.
+func TestReleaseBeforeOrderRecorded(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), 5, 1, 1, seckill.Config{})
+	id, err := f.s.Buy(ctx, f.c, "late", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Add(16 * time.Minute)
+	if n, err := f.s.ReleaseDue(ctx, f.c); n != 1 || err != nil {
+		t.Fatalf("released %d, %v", n, err)
+	}
+	f.deliver(ctx, nil)
+	orders, stock := f.sqlCounts(ctx)
+	if orders[seckill.Released] != 1 || orders[seckill.Pending] != 0 || stock != 5 {
+		t.Fatalf("SQL %v, stock %d; want one released order and all 5 units", orders, stock)
+	}
+	if err := f.s.Pay(ctx, id); !errors.Is(err, seckill.ErrReleased) {
+		t.Fatalf("pay after release: %v", err)
+	}
+	if left, _ := f.s.RedisStock(ctx, f.c); left != 5 {
+		t.Fatalf("Redis stock %d, want 5", left)
+	}
+}
+
+// down refuses every batch while set, as an unreachable Kafka would.
+type down struct {
+	p    *kafka.Producer
+	down atomic.Bool
+}
+
+func (d *down) SendBatch(ms []kafka.Message) error {
+	if d.down.Load() {
+		return errors.New("kafka unreachable")
+	}
+	return d.p.SendBatch(ms)
+}
+
+// Kafka is unreachable during the sale: events wait in Redis, and every
+// order is created once it is back.
+func TestKafkaOutage(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedisCluster(t), 300, 1, 4, seckill.Config{})
+	p, err := kafka.NewProducer(testenv.Kafka(t), kafka.Config("outage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	send := &down{p: p}
+	send.down.Store(true)
+	relay := outbox.NewRelay(f.r.Client, f.s.Outboxes(f.c), "unused", "campaign", send)
+	var wg sync.WaitGroup
+	for i := range 400 {
+		wg.Go(func() { f.s.Buy(ctx, f.c, fmt.Sprintf("k%d", i), 1) })
+	}
+	wg.Wait()
+	if _, err := relay.Drain(ctx); err == nil {
+		t.Fatal("relay reported no error with Kafka down")
+	}
+	if pending, _ := relay.Pending(ctx); pending == 0 {
+		t.Fatal("no events waiting in the outbox during the outage")
+	}
+	send.down.Store(false)
+	f.deliver(ctx, send)
+	orders, stock := f.sqlCounts(ctx)
+	if orders[seckill.Pending] != 300 || stock != 0 {
+		t.Fatalf("SQL %v, stock %d", orders, stock)
+	}
+}
+
+// A redis-server with AOF (fsync every second) is killed and restarted in
+// the middle of the sale. It may come back having forgotten up to a second
+// of decrements — and sell those units again — but SQL never records more
+// orders than there is stock.
+func TestRedisRestartMidSale(t *testing.T) {
+	ctx := context.Background()
+	r, server := testenv.NewPrivateRedis(t, "--appendonly", "yes", "--appendfsync", "everysec")
+	f := setup(t, r, 500, 1, 1, seckill.Config{})
+	var sold atomic.Int64
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	stop := make(chan struct{})
+	for range 16 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := f.s.Buy(ctx, f.c, fmt.Sprintf("r%d", next.Add(1)), 1); err == nil {
+					sold.Add(1)
+				} else if errors.Is(err, seckill.ErrSoldOut) {
+					return
+				}
+			}
+		})
+	}
+	for sold.Load() < 200 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := server.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	// Sell out whatever Redis still believes it has.
+	for i := 0; ; i++ {
+		if _, err := f.s.Buy(ctx, f.c, fmt.Sprintf("after%d", i), 1); errors.Is(err, seckill.ErrSoldOut) {
+			break
+		}
+	}
+	f.deliver(ctx, nil)
+	orders, stock := f.sqlCounts(ctx)
+	if orders[seckill.Pending] > 500 || orders[seckill.Pending]+stock != 500 || stock < 0 {
+		t.Fatalf("SQL %v, stock %d: more recorded than stock", orders, stock)
+	}
+	t.Logf("sold %d in Redis across the restart; SQL: %v, stock %d", sold.Load(), orders, stock)
+}
