@@ -128,7 +128,7 @@ func flashSale() Scenario {
 			{Name: "to the service", Unit: "/s", Value: service.Peak(), Seed: 1e5},
 			{Name: "winners", Unit: "", Value: stock},
 		},
-		Sizings: []Sizing{{What: "stock decisions/s", Peak: service.Peak(), Measurement: "seckill.buy"}},
+		Sizings: []Sizing{{What: "stock decisions/s", Peak: service.Peak(), Measurement: "seckill.buy.batched"}},
 	}
 }
 

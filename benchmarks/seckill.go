@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/casebook-dev/casebook/internal/backend"
+	"github.com/casebook-dev/casebook/seckill"
+)
+
+// seckillBuy measures purchase decisions on a campaign that never sells out:
+// one script call per buyer, or through the batcher with many buyers.
+func seckillBuy(name string, batched bool) Measurement {
+	unit, workers := "decisions (one call per buyer)", 4
+	if batched {
+		unit, workers = "decisions (batcher, 512 buyers waiting)", 512
+	}
+	return onRedis(name, unit, workers, func(ctx context.Context, env *Env, r *backend.Redis, ns string) (func() error, error) {
+		sqlb, err := env.SQL(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s, err := seckill.New(r.Client, sqlb.DB, seckill.Config{Namespace: ns})
+		if err != nil {
+			return nil, err
+		}
+		if err := s.Migrate(ctx); err != nil {
+			return nil, err
+		}
+		c := seckill.Campaign{ID: "bench-" + ns[len(ns)-6:], SKU: "bench-" + ns[len(ns)-6:], Stock: 1 << 40, Limit: 1 << 40, Buckets: 1,
+			Starts: time.Now().Add(-time.Minute), Ends: time.Now().Add(time.Hour)}
+		if err := s.Create(ctx, c); err != nil {
+			return nil, err
+		}
+		var n atomic.Int64
+		if !batched {
+			return func() error {
+				_, err := s.Buy(ctx, c, "u"+strconv.FormatInt(n.Add(1), 10), 1)
+				return err
+			}, nil
+		}
+		b := s.NewBatcher(c, seckill.BatchConfig{})
+		env.Fixture("batcher:"+ns, func() (any, func(), error) { return b, b.Close, nil }) // closed at the end
+		return func() error {
+			_, err := b.Buy(ctx, "u"+strconv.FormatInt(n.Add(1), 10), 1)
+			return err
+		}, nil
+	})
+}

@@ -1,0 +1,131 @@
+// Command seckill runs a flash sale: 1,000 units split over 8 buckets of a
+// Redis Cluster, 20,000 concurrent buyers through the batcher, orders relayed
+// through Kafka into SQL, and the unpaid ones released.
+//
+//	go run ./examples/seckill
+//
+// Embedded defaults: a spawned Redis Cluster (one embedded Redis without the
+// redis-server binary), franz-go's in-process kfake Kafka, SQLite.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/casebook-dev/casebook/internal/backend"
+	"github.com/casebook-dev/casebook/internal/kafka"
+	"github.com/casebook-dev/casebook/internal/outbox"
+	"github.com/casebook-dev/casebook/seckill"
+)
+
+func main() {
+	ctx := context.Background()
+	r, err := backend.OpenClusterOrStandalone(ctx, backend.SplitList(os.Getenv("CASEBOOK_REDIS_CLUSTER")), os.Stderr)
+	check(err)
+	defer r.Close()
+	k, err := backend.OpenKafka(backend.SplitList(os.Getenv("CASEBOOK_KAFKA_BROKERS")))
+	check(err)
+	defer k.Close()
+	sqlb, err := backend.OpenSQL(ctx, os.Getenv("CASEBOOK_MYSQL_DSN"), "casebook_seckill")
+	check(err)
+	defer sqlb.Close()
+
+	ns := "casebook-example-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	defer backend.DeleteKeys(ctx, r.Client, ns+"*")
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	svc, err := seckill.New(r.Client, sqlb.DB, seckill.Config{Namespace: ns, Now: clock})
+	check(err)
+	check(svc.Migrate(ctx))
+	c := seckill.Campaign{ID: "double11", SKU: "phone-128g", Stock: 1000, Limit: 1, Buckets: 8, Starts: clock().Add(-time.Second), Ends: clock().Add(time.Hour)}
+	check(svc.Create(ctx, c))
+
+	b := svc.NewBatcher(c, seckill.BatchConfig{})
+	var won, soldOut, limited atomic.Int64
+	var mu sync.Mutex
+	var reservations []string
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range 20_000 {
+		wg.Go(func() {
+			id, err := b.Buy(ctx, "user-"+strconv.Itoa(i%15_000), 1) // some users try twice
+			switch {
+			case err == nil:
+				won.Add(1)
+				mu.Lock()
+				reservations = append(reservations, id)
+				mu.Unlock()
+			case errors.Is(err, seckill.ErrSoldOut):
+				soldOut.Add(1)
+			case errors.Is(err, seckill.ErrLimitReached):
+				limited.Add(1)
+			default:
+				log.Print(err)
+			}
+		})
+	}
+	wg.Wait()
+	b.Close()
+	fmt.Printf("20,000 buyers in %v: %d won, %d sold out, %d over the limit (%s Redis, %d node(s))\n",
+		time.Since(start).Round(time.Millisecond), won.Load(), soldOut.Load(), limited.Load(), r.Kind, len(r.Addrs))
+
+	topic := "seckill-orders-" + ns
+	check(kafka.CreateTopic(k.Brokers, topic, 8))
+	prod, err := kafka.NewProducer(k.Brokers, kafka.Config("seckill-relay"))
+	check(err)
+	defer prod.Close()
+	relay := outbox.NewRelay(r.Client, svc.Outboxes(c), topic, "campaign", prod)
+	entries := 0
+	for {
+		n, err := relay.Drain(ctx)
+		check(err)
+		if n == 0 {
+			break
+		}
+		entries += n
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	handled := 0
+	check(kafka.Consume(cctx, k.Brokers, "orders", []string{topic}, kafka.Config("seckill-orders"),
+		func(ctx context.Context, m *sarama.ConsumerMessage) error {
+			if err := svc.HandleOrder(ctx, m); err != nil {
+				return err
+			}
+			if handled++; handled == entries {
+				cancel()
+			}
+			return nil
+		}))
+	cancel()
+
+	paid := 0
+	for i, id := range reservations {
+		if i%10 != 0 { // nine in ten pay
+			check(svc.Pay(ctx, id))
+			paid++
+		}
+	}
+	now.Add(int64(16 * time.Minute)) // the others miss the 15-minute deadline
+	released, err := svc.ReleaseDue(ctx, c)
+	check(err)
+	rep, err := svc.Reconcile(ctx, c, false)
+	check(err)
+	fmt.Printf("orders: %d batches through Kafka (%s) into %s; %d paid, %d released after 15 min\n", entries, k.Kind, sqlb.Kind, paid, released)
+	fmt.Printf("stock left: Redis %d, SQL %d, drift %d\n", rep.RedisStock, rep.SQLStock, rep.Drift)
+}
+
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
