@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/jmoiron/sqlx"
 
@@ -78,32 +77,18 @@ func (f *fixture) deliver(ctx context.Context, send outbox.Sender) int {
 		send = p
 	}
 	relay := outbox.NewRelay(f.r.Client, f.s.Outboxes(f.c), topic, "campaign", send)
-	relayed := 0
-	for range 50 {
-		n, _ := relay.Drain(ctx)
-		relayed += n
-		if pending, _ := relay.Pending(ctx); pending == 0 {
-			break
-		}
-	}
-	if pending, _ := relay.Pending(ctx); pending != 0 {
-		f.t.Fatalf("%d order events stuck in the outbox", pending)
+	relayed, err := relay.DrainAll(ctx)
+	if pending, _ := relay.Pending(ctx); err != nil || pending != 0 {
+		f.t.Fatalf("%d order events stuck in the outbox: %v", pending, err)
 	}
 	if relayed == 0 {
 		return 0
 	}
-	var handled atomic.Int64
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	kafka.Consume(cctx, brokers, "orders-"+topic, []string{topic}, kafka.Config("orders"), func(ctx context.Context, m *sarama.ConsumerMessage) error {
-		err := f.s.HandleOrder(ctx, m)
-		if err == nil && handled.Add(1) == int64(relayed) {
-			cancel()
-		}
-		return err
-	})
-	if handled.Load() != int64(relayed) {
-		f.t.Fatalf("consumer handled %d of %d events", handled.Load(), relayed)
+	handled, _ := kafka.ConsumeN(cctx, brokers, "orders-"+topic, []string{topic}, kafka.Config("orders"), int64(relayed), f.s.HandleOrder)
+	if handled != int64(relayed) {
+		f.t.Fatalf("consumer handled %d of %d events", handled, relayed)
 	}
 	return relayed
 }

@@ -19,8 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/IBM/sarama"
-
 	"github.com/casebook-dev/casebook/internal/backend"
 	"github.com/casebook-dev/casebook/internal/kafka"
 	"github.com/casebook-dev/casebook/internal/outbox"
@@ -85,28 +83,12 @@ func main() {
 	check(err)
 	defer prod.Close()
 	relay := outbox.NewRelay(r.Client, svc.Outboxes(c), topic, "campaign", prod)
-	entries := 0
-	for {
-		n, err := relay.Drain(ctx)
-		check(err)
-		if n == 0 {
-			break
-		}
-		entries += n
-	}
+	entries, err := relay.DrainAll(ctx)
+	check(err)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	handled := 0
-	check(kafka.Consume(cctx, k.Brokers, "orders", []string{topic}, kafka.Config("seckill-orders"),
-		func(ctx context.Context, m *sarama.ConsumerMessage) error {
-			if err := svc.HandleOrder(ctx, m); err != nil {
-				return err
-			}
-			if handled++; handled == entries {
-				cancel()
-			}
-			return nil
-		}))
+	_, err = kafka.ConsumeN(cctx, k.Brokers, "orders", []string{topic}, kafka.Config("seckill-orders"), int64(entries), svc.HandleOrder)
 	cancel()
+	check(err)
 
 	paid := 0
 	for i, id := range reservations {

@@ -16,8 +16,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/IBM/sarama"
-
 	"github.com/casebook-dev/casebook/internal/backend"
 	"github.com/casebook-dev/casebook/internal/kafka"
 	"github.com/casebook-dev/casebook/internal/outbox"
@@ -66,28 +64,12 @@ func main() {
 	check(err)
 	defer prod.Close()
 	relay := outbox.NewRelay(r.Client, svc.Outboxes(), topic, "user", prod)
-	relayed := 0
-	for {
-		n, err := relay.Drain(ctx)
-		check(err)
-		if n == 0 {
-			break
-		}
-		relayed += n
-	}
+	relayed, err := relay.DrainAll(ctx)
+	check(err)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	handled := 0
-	check(kafka.Consume(cctx, k.Brokers, "ledger", []string{topic}, kafka.Config("signin-ledger"),
-		func(ctx context.Context, m *sarama.ConsumerMessage) error {
-			if err := ledger.Handle(ctx, m); err != nil {
-				return err
-			}
-			if handled++; handled == relayed {
-				cancel()
-			}
-			return nil
-		}))
+	_, err = kafka.ConsumeN(cctx, k.Brokers, "ledger", []string{topic}, kafka.Config("signin-ledger"), int64(relayed), ledger.Handle)
+	check(err)
 	fmt.Printf("relayed %d reward tasks through Kafka (%s) into %s\n", relayed, k.Kind, sqlb.Kind)
 	for _, u := range users {
 		bal, err := ledger.Balance(ctx, u)

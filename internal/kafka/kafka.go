@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -124,6 +125,25 @@ func Consume(ctx context.Context, brokers []string, group string, topics []strin
 		}
 	}
 	return nil
+}
+
+// ConsumeN is Consume until h has succeeded n times or ctx ends; it returns
+// how many messages were handled. Tests and batch jobs use it to read what
+// they know was produced.
+func ConsumeN(ctx context.Context, brokers []string, group string, topics []string, cfg *sarama.Config, n int64, h Handler) (int64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var handled atomic.Int64
+	err := Consume(ctx, brokers, group, topics, cfg, func(ctx context.Context, m *sarama.ConsumerMessage) error {
+		if err := h(ctx, m); err != nil {
+			return err
+		}
+		if handled.Add(1) >= n {
+			cancel()
+		}
+		return nil
+	})
+	return handled.Load(), err
 }
 
 type groupHandler struct{ h Handler }

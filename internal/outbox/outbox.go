@@ -82,20 +82,27 @@ func (r *Relay) drainStream(ctx context.Context, stream string) (int, error) {
 	return len(entries), nil
 }
 
+// DrainAll drains until a pass finds nothing (or fails) and returns the
+// entries relayed.
+func (r *Relay) DrainAll(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := r.Drain(ctx)
+		total += n
+		if err != nil || n == 0 {
+			return total, err
+		}
+	}
+}
+
 // Run drains every interval until ctx ends, reporting errors to onError
 // (nil: ignored) and carrying on: a Kafka outage only delays entries.
 func (r *Relay) Run(ctx context.Context, interval time.Duration, onError func(error)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		for {
-			n, err := r.Drain(ctx)
-			if err != nil && onError != nil && ctx.Err() == nil {
-				onError(err)
-			}
-			if err != nil || n == 0 {
-				break
-			}
+		if _, err := r.DrainAll(ctx); err != nil && onError != nil && ctx.Err() == nil {
+			onError(err)
 		}
 		select {
 		case <-ctx.Done():
