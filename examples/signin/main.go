@@ -24,15 +24,10 @@ import (
 
 func main() {
 	ctx := context.Background()
-	r, err := backend.OpenClusterOrStandalone(ctx, backend.SplitList(os.Getenv("CASEBOOK_REDIS_CLUSTER")), os.Stderr)
+	st, err := backend.OpenStack(ctx, "casebook_signin", os.Stderr)
 	check(err)
-	defer r.Close()
-	k, err := backend.OpenKafka(backend.SplitList(os.Getenv("CASEBOOK_KAFKA_BROKERS")))
-	check(err)
-	defer k.Close()
-	sqlb, err := backend.OpenSQL(ctx, os.Getenv("CASEBOOK_MYSQL_DSN"), "casebook_signin")
-	check(err)
-	defer sqlb.Close()
+	defer st.Close()
+	r, k, sqlb := st.Redis, st.Kafka, st.SQL
 
 	ns := "casebook-example-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	defer backend.DeleteKeys(ctx, r.Client, ns+"*")
