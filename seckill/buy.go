@@ -100,8 +100,18 @@ func (s *Service) finish(ctx context.Context, c Campaign, r request, h int, res 
 	case "L":
 		return "", ErrLimitReached
 	case "H":
+		// One pipelined read says which buckets may still serve, so a
+		// sold-out buyer costs one round trip, not one per bucket; the
+		// take script is what decides.
+		stocks, err := s.bucketStocks(ctx, c)
+		if err != nil {
+			return "", err // the hold stays: no oversell
+		}
 		for i := 1; i < c.Buckets; i++ {
 			b := (h + i) % c.Buckets
+			if stocks[b] < r.qty {
+				continue
+			}
 			keys := s.bucketKeys(c.ID, b, "stock", "res", "due", "outbox", "seq")
 			id, err := takeScript.Run(ctx, s.rdb, keys, c.ID, b, r.user, r.qty, h, s.deadline()).Text()
 			if err != nil {

@@ -217,18 +217,27 @@ func (s *Service) Outboxes(c Campaign) []string {
 
 // RedisStock is the stock left in Redis over all buckets.
 func (s *Service) RedisStock(ctx context.Context, c Campaign) (int64, error) {
+	stocks, err := s.bucketStocks(ctx, c)
+	var n int64
+	for _, v := range stocks {
+		n += v
+	}
+	return n, err
+}
+
+// bucketStocks reads every bucket's stock in one pipeline.
+func (s *Service) bucketStocks(ctx context.Context, c Campaign) ([]int64, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, c.Buckets)
 	for b := range cmds {
 		cmds[b] = pipe.Get(ctx, s.key(c.ID, b, "stock"))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0, err
+		return nil, fmt.Errorf("seckill: read stock of %s: %w", c.ID, err)
 	}
-	var n int64
-	for _, c := range cmds {
-		v, _ := c.Int64()
-		n += v
+	out := make([]int64, c.Buckets)
+	for b, cmd := range cmds {
+		out[b], _ = cmd.Int64()
 	}
-	return n, nil
+	return out, nil
 }
