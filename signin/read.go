@@ -76,7 +76,8 @@ func (s *Service) Streak(ctx context.Context, user string, at time.Time) (int, e
 		return 0, err
 	}
 	d := DateOf(at, s.location(user))
-	bitmaps, err := s.years(ctx, user, d.Year-2, d.Year)
+	oldest := d.Year - 2
+	bitmaps, err := s.years(ctx, user, oldest, d.Year)
 	if err != nil {
 		return 0, err
 	}
@@ -84,7 +85,7 @@ func (s *Service) Streak(ctx context.Context, user string, at time.Time) (int, e
 		d = d.AddDays(-1)
 	}
 	n := 0
-	for ; d.Year >= at.In(s.location(user)).Year()-2 && isSet(bitmaps[d.Year], d.offset()); d = d.AddDays(-1) {
+	for ; d.Year >= oldest && isSet(bitmaps[d.Year], d.offset()); d = d.AddDays(-1) {
 		n++
 	}
 	return n, nil
