@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,13 +18,6 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 var epoch = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-
-// clock is a settable time source.
-type clock struct{ ns atomic.Int64 }
-
-func newClock(t time.Time) *clock    { c := &clock{}; c.ns.Store(t.UnixNano()); return c }
-func (c *clock) Now() time.Time      { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *clock) Add(d time.Duration) { c.ns.Add(int64(d)) }
 
 func newBoard(t testing.TB, r *testenv.Redis, name string, shards int, now func() time.Time) *rank.Board {
 	t.Helper()
@@ -103,7 +95,7 @@ func TestAgainstModel(t *testing.T) {
 	for name, r := range map[string]*testenv.Redis{"redis": testenv.NewRedis(t), "cluster": testenv.NewRedisCluster(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			clk := newClock(epoch.Add(time.Hour))
+			clk := testenv.NewClock(epoch.Add(time.Hour))
 			var boards []*rank.Board
 			for _, n := range []int{1, 7, 64} {
 				boards = append(boards, newBoard(t, r, fmt.Sprintf("prop%d", n), n, clk.Now))
@@ -199,7 +191,7 @@ func checkBoard(t *testing.T, ctx context.Context, b *rank.Board, want []rank.En
 func TestTieBrokenByTimeExactly(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
-	clk := newClock(epoch.Add(29 * 24 * time.Hour)) // late in the 30-day lifetime: large ticks
+	clk := testenv.NewClock(epoch.Add(29 * 24 * time.Hour)) // late in the 30-day lifetime: large ticks
 	b := newBoard(t, r, "ties", 1, clk.Now)
 	max := b.MaxScore()
 	if max != 1<<21-1 {
@@ -227,7 +219,7 @@ func TestTieBrokenByTimeExactly(t *testing.T) {
 func TestRangesRejectedNotRounded(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
-	clk := newClock(epoch.Add(time.Minute))
+	clk := testenv.NewClock(epoch.Add(time.Minute))
 	b := newBoard(t, r, "ranges", 3, clk.Now)
 	b.Set(ctx, "x", 10)
 	for _, f := range []func() error{
@@ -296,7 +288,7 @@ func TestConcurrentAddsSumExactly(t *testing.T) {
 func TestApplyBatch(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
-	clk := newClock(epoch.Add(time.Hour))
+	clk := testenv.NewClock(epoch.Add(time.Hour))
 	b := newBoard(t, r, "batch", 4, clk.Now)
 	var ups []rank.Update
 	want := map[string]int64{}
@@ -326,7 +318,7 @@ func TestApplyBatch(t *testing.T) {
 func TestTopCachedRefreshesOncePerWindow(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
-	clk := newClock(epoch.Add(time.Hour))
+	clk := testenv.NewClock(epoch.Add(time.Hour))
 	b := newBoard(t, r, "cached", 2, clk.Now)
 	b.Set(ctx, "a", 5)
 	first, _ := b.TopCached(ctx, 10)
@@ -375,7 +367,7 @@ func TestPeriodicBoards(t *testing.T) {
 	shanghai, _ := time.LoadLocation("Asia/Shanghai")
 	// 2027-11-28 23:30 in Shanghai is a Sunday, 15:30 UTC. (In the future:
 	// Redis expires keys on its own clock.)
-	clk := newClock(time.Date(2027, 11, 28, 23, 30, 0, 0, shanghai))
+	clk := testenv.NewClock(time.Date(2027, 11, 28, 23, 30, 0, 0, shanghai))
 	for _, c := range []struct {
 		period    rank.Period
 		label     string

@@ -20,11 +20,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-type clock struct{ ns atomic.Int64 }
-
-func (c *clock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
-func (c *clock) Add(d time.Duration) { c.ns.Add(int64(d)) }
-
 var saleStart = time.Date(2026, 11, 11, 20, 0, 0, 0, time.UTC)
 
 type fixture struct {
@@ -33,14 +28,13 @@ type fixture struct {
 	c   seckill.Campaign
 	r   *testenv.Redis
 	db  *sqlx.DB
-	clk *clock
+	clk *testenv.Clock
 }
 
 func setup(t *testing.T, r *testenv.Redis, stock, limit int64, buckets int, cfg seckill.Config) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	clk := &clock{}
-	clk.ns.Store(saleStart.Add(time.Second).UnixNano())
+	clk := testenv.NewClock(saleStart.Add(time.Second))
 	cfg.Namespace, cfg.Now = r.Namespace, clk.Now
 	db := testenv.NewSQL(t)
 	s, err := seckill.New(r.Client, db, cfg)

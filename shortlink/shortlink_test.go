@@ -18,17 +18,8 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// clock is a settable time source.
-type clock struct{ ns atomic.Int64 }
-
-func (c *clock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
-func (c *clock) Add(d time.Duration) { c.ns.Add(int64(d)) }
-
-func newClock() *clock {
-	c := &clock{}
-	c.ns.Store(time.Now().Truncate(time.Second).UnixNano())
-	return c
-}
+// newClock starts at the current second (whole seconds keep expiries exact).
+func newClock() *testenv.Clock { return testenv.NewClock(time.Now().Truncate(time.Second)) }
 
 // newService builds a Service on the harness backends, with 16 tables unless
 // cfg says otherwise (256 tables take a while to create per test).

@@ -20,13 +20,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-type clock struct{ ns atomic.Int64 }
-
-func (c *clock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
-func (c *clock) Set(t time.Time)     { c.ns.Store(t.UnixNano()) }
-func (c *clock) Add(d time.Duration) { c.ns.Add(int64(d)) }
-
-func newService(t *testing.T, r *testenv.Redis, clk *clock, cfg signin.Config) *signin.Service {
+func newService(t *testing.T, r *testenv.Redis, clk *testenv.Clock, cfg signin.Config) *signin.Service {
 	t.Helper()
 	cfg.Namespace = r.Namespace
 	cfg.Now = clk.Now
@@ -117,7 +111,7 @@ func TestConcurrentSignsGrantOnce(t *testing.T) {
 	for name, r := range map[string]*testenv.Redis{"redis": testenv.NewRedis(t), "cluster": testenv.NewRedisCluster(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			clk := &clock{}
+			clk := &testenv.Clock{}
 			clk.Set(noon(day(2026, 11, 30)))
 			s := newService(t, r, clk, signin.Config{Buckets: 16})
 			ledger, _ := newLedger(t)
@@ -163,7 +157,7 @@ func TestConcurrentSignsGrantOnce(t *testing.T) {
 func TestStreakAcrossYearEnd(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedisCluster(t)
-	clk := &clock{}
+	clk := &testenv.Clock{}
 	s := newService(t, r, clk, signin.Config{})
 	ledger, _ := newLedger(t)
 	start := day(2026, 12, 17)
@@ -218,7 +212,7 @@ func TestTimeZoneEdges(t *testing.T) {
 	shanghai, _ := time.LoadLocation("Asia/Shanghai")
 	la, _ := time.LoadLocation("America/Los_Angeles")
 	zones := map[string]*time.Location{"sh": shanghai, "la": la}
-	clk := &clock{}
+	clk := &testenv.Clock{}
 	s := newService(t, r, clk, signin.Config{UserLocation: func(u string) *time.Location { return zones[u] }})
 	for user, loc := range zones {
 		late := time.Date(2026, 11, 29, 23, 30, 0, 0, loc)
@@ -251,7 +245,7 @@ func TestTimeZoneEdges(t *testing.T) {
 func TestMakeUpBridgesGap(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
-	clk := &clock{}
+	clk := &testenv.Clock{}
 	s := newService(t, r, clk, signin.Config{})
 	ledger, _ := newLedger(t)
 	for _, d := range []int{1, 2, 3, 5, 6, 7, 8} {
@@ -298,7 +292,7 @@ func TestMakeUpBridgesGap(t *testing.T) {
 func TestMakeUpAcrossYearEnd(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
-	clk := &clock{}
+	clk := &testenv.Clock{}
 	s := newService(t, r, clk, signin.Config{})
 	for d := day(2026, 12, 26); d.Before(day(2027, 1, 3)); d = d.AddDays(1) {
 		if d == day(2026, 12, 31) {
@@ -319,7 +313,7 @@ func TestMakeUpAcrossYearEnd(t *testing.T) {
 func TestRewardsExactlyOnce(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
-	clk := &clock{}
+	clk := &testenv.Clock{}
 	clk.Set(noon(day(2026, 11, 30)))
 	s := newService(t, r, clk, signin.Config{Buckets: 4})
 	ledger, _ := newLedger(t)
@@ -401,7 +395,7 @@ func (c *crashAfterSend) SendBatch(ms []kafka.Message) error {
 func TestBackupRestore(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedisCluster(t)
-	clk := &clock{}
+	clk := &testenv.Clock{}
 	s := newService(t, r, clk, signin.Config{Buckets: 32})
 	_, db := newLedger(t)
 	rng := rand.New(rand.NewPCG(5, 6))

@@ -115,7 +115,7 @@ func (s *SQL) Close() error { return s.closer() }
 // MySQL/MariaDB server of dsn (the DSN's own database name is ignored), or
 // when dsn is empty a SQLite file in a temporary directory.
 func OpenSQL(ctx context.Context, dsn, prefix string) (*SQL, error) {
-	name := prefix + "_" + randomHex(6)
+	name := prefix + "_" + RandomHex(6)
 	if dsn == "" {
 		return openSQLite(name)
 	}
@@ -220,7 +220,8 @@ func SplitList(s string) []string {
 	return out
 }
 
-func randomHex(n int) string {
+// RandomHex returns 2n random hex digits, for unique scratch names.
+func RandomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)

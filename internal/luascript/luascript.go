@@ -8,6 +8,7 @@ package luascript
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -51,7 +52,7 @@ func RunAll(ctx context.Context, c Pipeliner, calls []Call) ([]*redis.Cmd, error
 		pipe.Exec(ctx)
 	}
 	for _, cmd := range cmds {
-		if err := cmd.Err(); err != nil && err != redis.Nil {
+		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
 			return cmds, err
 		}
 	}

@@ -16,8 +16,6 @@ package testenv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"os"
 	"regexp"
@@ -198,7 +196,7 @@ func namespace(t testing.TB) string {
 	if len(name) > 40 {
 		name = name[:40]
 	}
-	return "cbt:" + name + ":" + randomHex(4)
+	return "cbt:" + name + ":" + backend.RandomHex(4)
 }
 
 // DeleteKeys unlinks every key matching pattern; see backend.DeleteKeys.
@@ -251,7 +249,7 @@ func Kafka(t testing.TB) []string {
 func Topic(t testing.TB, partitions int32) string {
 	t.Helper()
 	brokers := Kafka(t)
-	name := "cbt." + unsafeKeyChars.ReplaceAllString(t.Name(), "_") + "." + randomHex(4)
+	name := "cbt." + unsafeKeyChars.ReplaceAllString(t.Name(), "_") + "." + backend.RandomHex(4)
 	if err := kafka.CreateTopic(brokers, name, partitions); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
@@ -261,10 +259,4 @@ func Topic(t testing.TB, partitions int32) string {
 		}
 	})
 	return name
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }
