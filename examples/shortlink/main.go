@@ -89,6 +89,6 @@ func openSQL(mysqlDSN, sqlitePath string) (*sqlx.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(8)
+	db.SetMaxOpenConns(1) // one writer; see internal/backend
 	return db, nil
 }

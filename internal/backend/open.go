@@ -166,6 +166,12 @@ func openSQLite(name string) (*SQL, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("backend: sqlite: %w", err)
 	}
+	// SQLite has one writer. A single connection makes every caller queue
+	// here instead of meeting SQLITE_BUSY, or SQLITE_SCHEMA when another
+	// connection's DDL invalidates a prepared statement (concurrent CREATE
+	// TABLE did, in CI). Nothing in casebook queries the pool while holding
+	// one of its transactions, so one connection cannot deadlock.
+	db.SetMaxOpenConns(1)
 	// WAL lets readers run beside the one writer. It is a property of the
 	// file, set once here: switching it from many new connections at once
 	// fails with SQLITE_BUSY, which the busy handler does not cover.
