@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/casebook-dev/casebook/internal/backend"
+	"github.com/casebook-dev/casebook/devstack"
 )
 
 // Measurement is one throughput measurement of a block (or of a raw backend
@@ -46,10 +46,10 @@ type Env struct {
 	MySQLDSN  string // "" → SQLite
 
 	redisOnce sync.Once
-	redis     *backend.Redis
+	redis     *devstack.Redis
 	redisErr  error
 	sqlOnce   sync.Once
-	sql       *backend.SQL
+	sql       *devstack.SQL
 	sqlErr    error
 
 	mu       sync.Mutex
@@ -82,14 +82,14 @@ func (e *Env) Fixture(key string, build func() (any, func(), error)) (any, error
 }
 
 // Redis returns the Redis backend, opening it on first use.
-func (e *Env) Redis(ctx context.Context) (*backend.Redis, error) {
-	e.redisOnce.Do(func() { e.redis, e.redisErr = backend.OpenRedis(ctx, e.RedisAddr) })
+func (e *Env) Redis(ctx context.Context) (*devstack.Redis, error) {
+	e.redisOnce.Do(func() { e.redis, e.redisErr = devstack.OpenRedis(ctx, e.RedisAddr) })
 	return e.redis, e.redisErr
 }
 
 // SQL returns a scratch SQL database, opening it on first use.
-func (e *Env) SQL(ctx context.Context) (*backend.SQL, error) {
-	e.sqlOnce.Do(func() { e.sql, e.sqlErr = backend.OpenSQL(ctx, e.MySQLDSN, "casebook_bench") })
+func (e *Env) SQL(ctx context.Context) (*devstack.SQL, error) {
+	e.sqlOnce.Do(func() { e.sql, e.sqlErr = devstack.OpenSQL(ctx, e.MySQLDSN, "casebook_bench") })
 	return e.sql, e.sqlErr
 }
 
@@ -188,7 +188,7 @@ wait:
 }
 
 // describe names a backend for the report.
-func describe(kind backend.Kind, addrs ...string) string {
+func describe(kind devstack.Kind, addrs ...string) string {
 	if len(addrs) == 0 {
 		return string(kind)
 	}

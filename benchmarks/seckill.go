@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/casebook-dev/casebook/internal/backend"
+	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/seckill"
 )
 
@@ -17,7 +17,7 @@ func seckillBuy(name string, batched bool) Measurement {
 	if batched {
 		unit, workers = "decisions (batcher, 512 buyers waiting)", 512
 	}
-	return onRedis(name, unit, workers, func(ctx context.Context, env *Env, r *backend.Redis, ns string) (func() error, error) {
+	return onRedis(name, unit, workers, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
 		sqlb, err := env.SQL(ctx)
 		if err != nil {
 			return nil, err

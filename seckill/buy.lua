@@ -60,6 +60,6 @@ if taken > 0 then
   redis.call('SET', KEYS[6], seq)
   redis.call('HSET', KEYS[3], unpack(res))
   redis.call('ZADD', KEYS[4], unpack(due))
-  redis.call('XADD', KEYS[5], '*', 'campaign', campaign, 'orders', table.concat(orders, ';'))
+  redis.call('XADD', KEYS[5], '*', 'k', campaign, 'v', cjson.encode({v = 1, campaign = campaign, orders = table.concat(orders, ';')}))
 end
 return out

@@ -24,8 +24,8 @@
 // script call, deciding them in order (the same user twice included). Every
 // buyer gets its own answer; batches form only under load.
 //
-// Orders: the outbox streams are relayed to Kafka (internal/outbox, keyed by
-// campaign, entries deleted only after the broker acknowledged; while Kafka is
+// Orders: the outbox streams are relayed to Kafka (an outbox.Relay over
+// Service.Outboxes, keyed by campaign, entries deleted only after the broker acknowledged; while Kafka is
 // down they wait). HandleOrder creates the order row — the reservation id is
 // its primary key, so redelivery is harmless — and deducts the SQL stock in
 // the same transaction, guarded by n >= qty: if Redis ever sold more than SQL

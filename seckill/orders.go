@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/IBM/sarama"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/internal/sqlutil"
+	"github.com/casebook-dev/casebook/outbox"
 )
 
 // Order statuses in SQL.
@@ -34,6 +34,7 @@ type OrderEvent struct {
 // outboxEntry is what the buy scripts append: a campaign and its orders as
 // "id|user|qty;id|user|qty…", one entry per decided batch.
 type outboxEntry struct {
+	V        int    `json:"v"`
 	Campaign string `json:"campaign"`
 	Orders   string `json:"orders"`
 }
@@ -60,14 +61,14 @@ func (e outboxEntry) events() ([]OrderEvent, error) {
 // sold than the SKU has, even if Redis lost its state and sold too many
 // (those orders are Rejected). A redelivered message finds its rows and
 // changes nothing.
-func (s *Service) HandleOrder(ctx context.Context, m *sarama.ConsumerMessage) error {
+func (s *Service) HandleOrder(ctx context.Context, _, value []byte) error {
 	var e outboxEntry
-	if err := json.Unmarshal(m.Value, &e); err != nil {
-		return fmt.Errorf("seckill: malformed order message at %s/%d/%d: %w", m.Topic, m.Partition, m.Offset, err)
+	if err := json.Unmarshal(value, &e); err != nil || e.V != 1 {
+		return outbox.Poison(fmt.Errorf("seckill: malformed order message %q: %v", value, err))
 	}
 	events, err := e.events()
 	if err != nil {
-		return err
+		return outbox.Poison(err)
 	}
 	for _, ev := range events {
 		if err := s.CreateOrder(ctx, ev); err != nil {

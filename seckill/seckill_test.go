@@ -12,9 +12,9 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/casebook-dev/casebook/internal/kafka"
-	"github.com/casebook-dev/casebook/internal/outbox"
 	"github.com/casebook-dev/casebook/internal/testenv"
+	"github.com/casebook-dev/casebook/kafka"
+	"github.com/casebook-dev/casebook/outbox"
 	"github.com/casebook-dev/casebook/seckill"
 )
 
@@ -58,19 +58,14 @@ func setup(t *testing.T, r *testenv.Redis, stock, limit int64, buckets int, cfg 
 
 // deliver relays the outbox to Kafka through send (nil: a real producer) and
 // has HandleOrder consume every relayed event.
-func (f *fixture) deliver(ctx context.Context, send outbox.Sender) int {
+func (f *fixture) deliver(ctx context.Context, send outbox.Publisher) int {
 	f.t.Helper()
 	brokers := testenv.Kafka(f.t)
 	topic := testenv.Topic(f.t, 4)
 	if send == nil {
-		p, err := kafka.NewProducer(brokers, kafka.Config("seckill-test"))
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		defer p.Close()
-		send = p
+		send = dial(f.t, brokers)
 	}
-	relay := outbox.NewRelay(f.r.Client, f.s.Outboxes(f.c), topic, "campaign", send)
+	relay := outbox.NewRelay(f.r.Client, f.s.Outboxes(f.c), topic, send)
 	relayed, err := relay.DrainAll(ctx)
 	if pending, _ := relay.Pending(ctx); err != nil || pending != 0 {
 		f.t.Fatalf("%d order events stuck in the outbox: %v", pending, err)
@@ -80,11 +75,21 @@ func (f *fixture) deliver(ctx context.Context, send outbox.Sender) int {
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	handled, _ := kafka.ConsumeN(cctx, brokers, "orders-"+topic, []string{topic}, kafka.Config("orders"), int64(relayed), f.s.HandleOrder)
-	if handled != int64(relayed) {
-		f.t.Fatalf("consumer handled %d of %d events", handled, relayed)
+	c, err := kafka.ConsumeN(cctx, brokers, "orders-"+topic, []string{topic}, int64(relayed), f.s.HandleOrder, kafka.ConsumerConfig{})
+	if err != nil || c.Handled() != int64(relayed) {
+		f.t.Fatalf("consumer handled %d of %d events: %v", c.Handled(), relayed, err)
 	}
 	return relayed
+}
+
+func dial(t *testing.T, brokers []string) *kafka.Publisher {
+	t.Helper()
+	p, err := kafka.Dial(brokers, "seckill-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 func (f *fixture) sqlCounts(ctx context.Context) (orders map[string]int64, stock int64) {
@@ -361,15 +366,15 @@ func TestReleaseBeforeOrderRecorded(t *testing.T) {
 
 // down refuses every batch while set, as an unreachable Kafka would.
 type down struct {
-	p    *kafka.Producer
+	p    outbox.Publisher
 	down atomic.Bool
 }
 
-func (d *down) SendBatch(ms []kafka.Message) error {
+func (d *down) Publish(ctx context.Context, ms []outbox.Message) error {
 	if d.down.Load() {
 		return errors.New("kafka unreachable")
 	}
-	return d.p.SendBatch(ms)
+	return d.p.Publish(ctx, ms)
 }
 
 // Kafka is unreachable during the sale: events wait in Redis, and every
@@ -377,14 +382,9 @@ func (d *down) SendBatch(ms []kafka.Message) error {
 func TestKafkaOutage(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedisCluster(t), 300, 1, 4, seckill.Config{})
-	p, err := kafka.NewProducer(testenv.Kafka(t), kafka.Config("outage"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	send := &down{p: p}
+	send := &down{p: dial(t, testenv.Kafka(t))}
 	send.down.Store(true)
-	relay := outbox.NewRelay(f.r.Client, f.s.Outboxes(f.c), "unused", "campaign", send)
+	relay := outbox.NewRelay(f.r.Client, f.s.Outboxes(f.c), "unused", send)
 	var wg sync.WaitGroup
 	for i := range 400 {
 		wg.Go(func() { f.s.Buy(ctx, f.c, fmt.Sprintf("k%d", i), 1) })

@@ -24,7 +24,7 @@ func (s *Service) Backup(ctx context.Context, db *sqlx.DB, year int, month time.
 	label := fmt.Sprintf("%04d-%02d", year, month)
 	var saved atomic.Int64
 	scan := func(ctx context.Context, node *redis.Client) error {
-		iter := node.Scan(ctx, 0, s.space.Prefix()+"{b*}:u:*"+suffix, 1000).Iterator()
+		iter := node.Scan(ctx, 0, s.space.Pattern()+"{b*}:u:*"+keys.GlobEscape(suffix), 1000).Iterator()
 		for iter.Next(ctx) {
 			key := iter.Val()
 			user := userOf(key, suffix)

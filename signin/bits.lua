@@ -27,6 +27,8 @@ local function run_back(ki, from, lengths)
   return n
 end
 
+-- A reward event: key = user, value = the reward message, format version 1.
 local function reward(outbox, user, date, kind, points)
-  redis.call('XADD', outbox, '*', 'user', user, 'date', date, 'kind', kind, 'points', points)
+  local msg = cjson.encode({v = 1, user = user, date = date, kind = kind, points = tonumber(points)})
+  redis.call('XADD', outbox, '*', 'k', user, 'v', msg)
 end

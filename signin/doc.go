@@ -16,10 +16,14 @@
 //
 // Rewards: the script appends the tasks (daily, and bonus when due) to the
 // bucket's outbox stream in the same step as the bit, so a task exists if and
-// only if the day was newly signed. internal/outbox relays the streams to
-// Kafka (at-least-once, deleting only acknowledged entries); Ledger.Handle
-// consumes them and, in one SQL transaction, inserts a ledger row unique per
-// (user, date, kind) and adds to the balance. Redelivery, a relay crash
+// only if the day was newly signed. An outbox.Relay over Service.Outboxes
+// publishes them (to Kafka through casebook/kafka, or any outbox.Publisher;
+// at-least-once, deleting only acknowledged entries); Ledger.Handle, an
+// outbox.Handler, consumes them and, in one SQL transaction, inserts a ledger
+// row unique per (user, date, kind) and adds to the balance. Messages are
+// keyed by user and carry a versioned JSON task (see DecodeTask); one that is
+// malformed or names a user the ledger cannot store is outbox.ErrPoison, so
+// consumers skip or dead-letter it and the rewards behind it go on. Redelivery, a relay crash
 // between send and delete, replays and concurrent consumers all meet the
 // unique row: each reward is granted exactly once, and none is lost while the
 // outbox entry survives.

@@ -3,20 +3,69 @@ package signin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
-	"github.com/IBM/sarama"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/casebook-dev/casebook/internal/sqlutil"
+	"github.com/casebook-dev/casebook/outbox"
 )
 
-// Task is one reward to grant, as the sign script records it.
+// Task is one reward to grant.
 type Task struct {
 	User   string `json:"user"`
-	Date   string `json:"date"`
+	Date   string `json:"date"` // the user's local date, YYYY-MM-DD
 	Kind   string `json:"kind"` // "daily" or "bonus"
-	Points int64  `json:"points,string"`
+	Points int64  `json:"points"`
+}
+
+// RewardVersion is the format version of reward messages this package writes
+// and reads.
+const RewardVersion = 1
+
+// A reward message (what the relay publishes from the outboxes) has the
+// user id as its key and, as its value, JSON of format version 1:
+//
+//	{"v":1,"user":"alice","date":"2026-11-30","kind":"daily","points":10}
+type rewardMessage struct {
+	V int `json:"v"`
+	Task
+}
+
+// EncodeTask returns t as a reward message value (for replays and tests;
+// the sign script writes the same format).
+func EncodeTask(t Task) []byte {
+	b, _ := json.Marshal(rewardMessage{V: RewardVersion, Task: t}) // strings and an int: cannot fail
+	return b
+}
+
+// DecodeTask parses a reward message value; anything else is ErrBadTask.
+func DecodeTask(value []byte) (Task, error) {
+	var m rewardMessage
+	if err := json.Unmarshal(value, &m); err != nil {
+		return Task{}, fmt.Errorf("%w: %w", ErrBadTask, err)
+	}
+	if m.V != RewardVersion {
+		return Task{}, fmt.Errorf("%w: format version %d, want %d", ErrBadTask, m.V, RewardVersion)
+	}
+	return m.Task, m.Task.validate()
+}
+
+func (t Task) validate() error {
+	if err := validUser(t.User); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadTask, err)
+	}
+	if _, err := ParseDate(t.Date); err != nil {
+		return fmt.Errorf("%w: date: %w", ErrBadTask, err)
+	}
+	if t.Kind != "daily" && t.Kind != "bonus" {
+		return fmt.Errorf("%w: kind %q", ErrBadTask, t.Kind)
+	}
+	if t.Points < 0 {
+		return fmt.Errorf("%w: %d points", ErrBadTask, t.Points)
+	}
+	return nil
 }
 
 // Ledger grants reward tasks exactly once into SQL: a ledger row unique per
@@ -59,13 +108,11 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// Grant applies t once; granted is false when it was applied before.
+// Grant applies t once; granted is false when it was applied before. An
+// invalid task is ErrBadTask and writes nothing.
 func (l *Ledger) Grant(ctx context.Context, t Task) (granted bool, err error) {
-	if err := validUser(t.User); err != nil {
+	if err := t.validate(); err != nil {
 		return false, err
-	}
-	if _, err := ParseDate(t.Date); err != nil || (t.Kind != "daily" && t.Kind != "bonus") || t.Points < 0 {
-		return false, fmt.Errorf("signin: malformed reward task %+v", t)
 	}
 	tx, err := l.db.BeginTxx(ctx, nil)
 	if err != nil {
@@ -92,15 +139,18 @@ func (l *Ledger) Grant(ctx context.Context, t Task) (granted bool, err error) {
 	return true, nil
 }
 
-// Handle is a kafka.Handler for the reward topic. A malformed message is
-// reported (it would block its partition forever otherwise, so callers
-// should log and skip it); infrastructure errors are returned for a retry.
-func (l *Ledger) Handle(ctx context.Context, m *sarama.ConsumerMessage) error {
-	var t Task
-	if err := json.Unmarshal(m.Value, &t); err != nil {
-		return fmt.Errorf("signin: reward message at %s/%d/%d: %w", m.Topic, m.Partition, m.Offset, err)
+// Handle is the outbox.Handler of the reward topic: it grants the message's
+// task once. A message that is not a valid reward task is ErrBadTask marked
+// outbox.ErrPoison, so consumers skip or dead-letter it instead of blocking
+// the rewards behind it; database errors are returned for a retry.
+func (l *Ledger) Handle(ctx context.Context, _, value []byte) error {
+	t, err := DecodeTask(value)
+	if err == nil {
+		_, err = l.Grant(ctx, t)
 	}
-	_, err := l.Grant(ctx, t)
+	if errors.Is(err, ErrBadTask) {
+		return outbox.Poison(err)
+	}
 	return err
 }
 

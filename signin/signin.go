@@ -34,8 +34,12 @@ var (
 	// ErrOutsideWindow is returned by MakeUp for today, a future day or a
 	// day older than the make-up window.
 	ErrOutsideWindow = errors.New("signin: day outside the make-up window")
-	// ErrInvalidUser is returned for an empty or over-long user id.
+	// ErrInvalidUser is returned for a user id that is empty, longer than
+	// 128 bytes, or holds a byte outside printable ASCII (what the SQL ledger
+	// stores).
 	ErrInvalidUser = errors.New("signin: invalid user id")
+	// ErrBadTask is a reward task or message that can never be granted.
+	ErrBadTask = errors.New("signin: bad reward task")
 )
 
 // Config configures a Service. Zero values take the defaults in brackets.
@@ -148,6 +152,11 @@ func expiry(year int) int64 {
 func validUser(user string) error {
 	if user == "" || len(user) > 128 {
 		return fmt.Errorf("%w: %d bytes (1..128)", ErrInvalidUser, len(user))
+	}
+	for i := range len(user) {
+		if c := user[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("%w: byte %#x at %d (printable ASCII only)", ErrInvalidUser, c, i)
+		}
 	}
 	return nil
 }

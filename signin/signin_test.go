@@ -12,9 +12,9 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/casebook-dev/casebook/internal/kafka"
-	"github.com/casebook-dev/casebook/internal/outbox"
 	"github.com/casebook-dev/casebook/internal/testenv"
+	"github.com/casebook-dev/casebook/kafka"
+	"github.com/casebook-dev/casebook/outbox"
 	"github.com/casebook-dev/casebook/signin"
 )
 
@@ -50,18 +50,23 @@ type pipeline struct {
 	group   string
 }
 
-func newPipeline(t *testing.T, r *testenv.Redis, s *signin.Service, send outbox.Sender) *pipeline {
+func newPipeline(t *testing.T, r *testenv.Redis, s *signin.Service, pub outbox.Publisher) *pipeline {
 	brokers := testenv.Kafka(t)
 	topic := testenv.Topic(t, 4)
-	if send == nil {
-		p, err := kafka.NewProducer(brokers, kafka.Config("signin-test"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Close() })
-		send = p
+	if pub == nil {
+		pub = dial(t, brokers)
 	}
-	return &pipeline{t: t, relay: outbox.NewRelay(r.Client, s.Outboxes(), topic, "user", send), brokers: brokers, topic: topic, group: "ledger-" + topic}
+	return &pipeline{t: t, relay: outbox.NewRelay(r.Client, s.Outboxes(), topic, pub), brokers: brokers, topic: topic, group: "ledger-" + topic}
+}
+
+func dial(t *testing.T, brokers []string) *kafka.Publisher {
+	t.Helper()
+	p, err := kafka.Dial(brokers, "signin-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 // deliver relays everything pending and has the ledger consume it; it
@@ -90,14 +95,20 @@ func (p *pipeline) drain(ctx context.Context) int {
 	return 0
 }
 
-// consume has the ledger handle messages with p.group until n were handled.
-func (p *pipeline) consume(ctx context.Context, l *signin.Ledger, n int64) {
+// consume has the ledger handle messages with p.group until n were settled;
+// it returns how many were poison.
+func (p *pipeline) consume(ctx context.Context, l *signin.Ledger, n int64) int64 {
 	p.t.Helper()
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if handled, _ := kafka.ConsumeN(cctx, p.brokers, p.group, []string{p.topic}, kafka.Config("ledger"), n, l.Handle); handled < n {
-		p.t.Fatalf("ledger handled %d of %d messages", handled, n)
+	c, err := kafka.ConsumeN(cctx, p.brokers, p.group, []string{p.topic}, n, l.Handle, kafka.ConsumerConfig{})
+	if err != nil {
+		p.t.Fatal(err)
 	}
+	if c.Handled()+c.Poisoned() < n {
+		p.t.Fatalf("ledger settled %d of %d messages", c.Handled()+c.Poisoned(), n)
+	}
+	return c.Poisoned()
 }
 
 func day(y int, m time.Month, d int) signin.Date { return signin.Date{Year: y, Month: m, Day: d} }
@@ -340,9 +351,7 @@ func TestRewardsExactlyOnce(t *testing.T) {
 	// The relay sends, then "crashes" before deleting: everything goes out
 	// again on the next pass.
 	brokers := testenv.Kafka(t)
-	real, _ := kafka.NewProducer(brokers, kafka.Config("crashy"))
-	defer real.Close()
-	send := &crashAfterSend{p: real, crashes: 1}
+	send := &crashAfterSend{p: dial(t, brokers), crashes: 1}
 	for u := range 10 {
 		s.Sign(ctx, fmt.Sprintf("u%d", u), clk.Now())
 	}
@@ -366,21 +375,21 @@ func TestRewardsExactlyOnce(t *testing.T) {
 	if after, _ := ledger.Balance(ctx, "u1"); after != before {
 		t.Fatalf("replay changed the balance %d → %d", before, after)
 	}
-	if _, err := ledger.Grant(ctx, signin.Task{User: "x", Date: "bad", Kind: "daily"}); err == nil {
-		t.Fatal("malformed task accepted")
+	if _, err := ledger.Grant(ctx, signin.Task{User: "x", Date: "bad", Kind: "daily"}); !errors.Is(err, signin.ErrBadTask) {
+		t.Fatalf("malformed task: %v, want ErrBadTask", err)
 	}
 }
 
 // crashAfterSend sends for real and then reports failure, as if the relay
 // died before deleting the entries.
 type crashAfterSend struct {
-	p       *kafka.Producer
+	p       outbox.Publisher
 	crashes int
 	lost    int // messages sent whose acknowledgement was "lost"
 }
 
-func (c *crashAfterSend) SendBatch(ms []kafka.Message) error {
-	if err := c.p.SendBatch(ms); err != nil {
+func (c *crashAfterSend) Publish(ctx context.Context, ms []outbox.Message) error {
+	if err := c.p.Publish(ctx, ms); err != nil {
 		return err
 	}
 	if c.crashes > 0 {
@@ -437,5 +446,99 @@ func TestBackupRestore(t *testing.T) {
 		if fmt.Sprint(after) != fmt.Sprint(before[u]) {
 			t.Fatalf("%s: history %v after restore, %v before", u, after, before[u])
 		}
+	}
+}
+
+// User ids are accepted only when every layer can store them (the SQL ledger
+// keeps ASCII): anything else is refused up front and writes nothing.
+func TestUserIDsEveryLayerStores(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	clk := &testenv.Clock{}
+	clk.Set(noon(day(2026, 3, 1)))
+	s := newService(t, r, clk, signin.Config{})
+	for _, user := range []string{"", "名字", "a b", "tab\tuser", "nul\x00", "del\x7f", string(make([]byte, 129))} {
+		if _, err := s.Sign(ctx, user, clk.Now()); !errors.Is(err, signin.ErrInvalidUser) {
+			t.Errorf("Sign(%q): %v, want ErrInvalidUser", user, err)
+		}
+	}
+	if n, _ := r.Client.Keys(ctx, r.Namespace+"*").Result(); len(n) != 0 {
+		t.Fatalf("refused sign-ins wrote %v", n)
+	}
+	for _, user := range []string{"a", "user:1{x}", `q"uote\back`, "~!@#$%^&*()_+"} {
+		if _, err := s.Sign(ctx, user, clk.Now()); err != nil {
+			t.Errorf("Sign(%q): %v", user, err)
+		}
+	}
+}
+
+// A poison reward message — not JSON, an unknown format version, a user id
+// SQL cannot store, an unknown kind — is skipped with a count, and the
+// rewards behind it on its partition are granted.
+func TestPoisonRewardsDoNotBlock(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	clk := &testenv.Clock{}
+	clk.Set(noon(day(2026, 3, 1)))
+	s := newService(t, r, clk, signin.Config{})
+	ledger, _ := newLedger(t)
+	p := newPipeline(t, r, s, nil)
+	pub := dial(t, p.brokers)
+	good := func(u string) []byte {
+		return signin.EncodeTask(signin.Task{User: u, Date: "2026-03-01", Kind: "daily", Points: 10})
+	}
+	values := [][]byte{
+		good("before"),
+		[]byte("not json"),
+		[]byte(`{"v":2,"user":"x","date":"2026-03-01","kind":"daily","points":10}`),
+		[]byte(`{"v":1,"user":"ünicode","date":"2026-03-01","kind":"daily","points":10}`),
+		[]byte(`{"v":1,"user":"x","date":"2026-03-01","kind":"weekly","points":10}`),
+		[]byte(`{"v":1,"user":"x","date":"2026-02-30","kind":"daily","points":10}`),
+		good("after"),
+	}
+	var msgs []outbox.Message
+	for _, v := range values { // one key: one partition, in this order
+		msgs = append(msgs, outbox.Message{Topic: p.topic, Key: []byte("same"), Value: v})
+	}
+	if err := pub.Publish(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	if poisoned := p.consume(ctx, ledger, int64(len(values))); poisoned != 5 {
+		t.Fatalf("%d messages poisoned, want 5", poisoned)
+	}
+	for _, u := range []string{"before", "after"} {
+		if bal, _ := ledger.Balance(ctx, u); bal != 10 {
+			t.Errorf("%s: balance %d, want 10", u, bal)
+		}
+	}
+	if n, _ := ledger.Entries(ctx, "x"); n != 0 {
+		t.Errorf("poison messages wrote %d ledger rows", n)
+	}
+}
+
+// A namespace holding glob characters still backs up its users (and only
+// its users).
+func TestBackupGlobNamespace(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	clk := &testenv.Clock{}
+	clk.Set(noon(day(2026, 11, 3)))
+	odd, err := signin.New(r.Client, signin.Config{Namespace: r.Namespace + `:a[b]*?\`, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near, err := signin.New(r.Client, signin.Config{Namespace: r.Namespace + `:aXbYZ_\`, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd.Sign(ctx, "mine", clk.Now())
+	near.Sign(ctx, "theirs", clk.Now())
+	_, db := newLedger(t)
+	if saved, err := odd.Backup(ctx, db, 2026, time.November); err != nil || saved != 1 {
+		t.Fatalf("backup of a glob namespace saved %d users (%v), want 1", saved, err)
+	}
+	var users []string
+	if err := db.SelectContext(ctx, &users, `SELECT user_id FROM signin_months`); err != nil || fmt.Sprint(users) != "[mine]" {
+		t.Fatalf("backed up %v (%v), want [mine]", users, err)
 	}
 }

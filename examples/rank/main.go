@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/casebook-dev/casebook/internal/backend"
+	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/internal/keys"
 	"github.com/casebook-dev/casebook/rank"
 )
@@ -26,7 +26,7 @@ func main() {
 	flag.Parse()
 	ctx := context.Background()
 
-	r, err := backend.OpenClusterOrStandalone(ctx, backend.SplitList(*clusterArg), os.Stderr)
+	r, err := devstack.OpenClusterOrStandalone(ctx, devstack.SplitList(*clusterArg), os.Stderr)
 	if err != nil {
 		log.Fatal(err)
 	}

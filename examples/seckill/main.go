@@ -19,21 +19,21 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/casebook-dev/casebook/internal/backend"
-	"github.com/casebook-dev/casebook/internal/kafka"
-	"github.com/casebook-dev/casebook/internal/outbox"
+	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/kafka"
+	"github.com/casebook-dev/casebook/outbox"
 	"github.com/casebook-dev/casebook/seckill"
 )
 
 func main() {
 	ctx := context.Background()
-	st, err := backend.OpenStack(ctx, "casebook_seckill", os.Stderr)
+	st, err := devstack.OpenStack(ctx, "casebook_seckill", os.Stderr)
 	check(err)
 	defer st.Close()
 	r, k, sqlb := st.Redis, st.Kafka, st.SQL
 
 	ns := "casebook-example-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	defer backend.DeleteKeys(ctx, r.Client, ns+"*")
+	defer devstack.DeleteKeys(ctx, r.Client, ns+"*")
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
@@ -74,14 +74,14 @@ func main() {
 
 	topic := "seckill-orders-" + ns
 	check(kafka.CreateTopic(k.Brokers, topic, 8))
-	prod, err := kafka.NewProducer(k.Brokers, kafka.Config("seckill-relay"))
+	prod, err := kafka.Dial(k.Brokers, "seckill-relay")
 	check(err)
 	defer prod.Close()
-	relay := outbox.NewRelay(r.Client, svc.Outboxes(c), topic, "campaign", prod)
+	relay := outbox.NewRelay(r.Client, svc.Outboxes(c), topic, prod)
 	entries, err := relay.DrainAll(ctx)
 	check(err)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = kafka.ConsumeN(cctx, k.Brokers, "orders", []string{topic}, kafka.Config("seckill-orders"), int64(entries), svc.HandleOrder)
+	_, err = kafka.ConsumeN(cctx, k.Brokers, "orders", []string{topic}, int64(entries), svc.HandleOrder, kafka.ConsumerConfig{})
 	cancel()
 	check(err)
 

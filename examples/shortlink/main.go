@@ -26,7 +26,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "modernc.org/sqlite"
 
-	"github.com/casebook-dev/casebook/internal/backend"
+	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/shortlink"
 )
 
@@ -46,7 +46,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	r, err := backend.OpenClusterOrStandalone(ctx, backend.SplitList(*clusterArg), os.Stderr)
+	r, err := devstack.OpenClusterOrStandalone(ctx, devstack.SplitList(*clusterArg), os.Stderr)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -89,6 +89,6 @@ func openSQL(mysqlDSN, sqlitePath string) (*sqlx.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(1) // one writer; see internal/backend
+	db.SetMaxOpenConns(1) // one writer; see devstack
 	return db, nil
 }

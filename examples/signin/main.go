@@ -16,21 +16,21 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/casebook-dev/casebook/internal/backend"
-	"github.com/casebook-dev/casebook/internal/kafka"
-	"github.com/casebook-dev/casebook/internal/outbox"
+	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/kafka"
+	"github.com/casebook-dev/casebook/outbox"
 	"github.com/casebook-dev/casebook/signin"
 )
 
 func main() {
 	ctx := context.Background()
-	st, err := backend.OpenStack(ctx, "casebook_signin", os.Stderr)
+	st, err := devstack.OpenStack(ctx, "casebook_signin", os.Stderr)
 	check(err)
 	defer st.Close()
 	r, k, sqlb := st.Redis, st.Kafka, st.SQL
 
 	ns := "casebook-example-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	defer backend.DeleteKeys(ctx, r.Client, ns+"*")
+	defer devstack.DeleteKeys(ctx, r.Client, ns+"*")
 	shanghai, _ := time.LoadLocation("Asia/Shanghai")
 	svc, err := signin.New(r.Client, signin.Config{Namespace: ns, Location: shanghai})
 	check(err)
@@ -55,15 +55,15 @@ func main() {
 
 	topic := "signin-rewards-" + ns
 	check(kafka.CreateTopic(k.Brokers, topic, 8))
-	prod, err := kafka.NewProducer(k.Brokers, kafka.Config("signin-relay"))
+	prod, err := kafka.Dial(k.Brokers, "signin-relay")
 	check(err)
 	defer prod.Close()
-	relay := outbox.NewRelay(r.Client, svc.Outboxes(), topic, "user", prod)
+	relay := outbox.NewRelay(r.Client, svc.Outboxes(), topic, prod)
 	relayed, err := relay.DrainAll(ctx)
 	check(err)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err = kafka.ConsumeN(cctx, k.Brokers, "ledger", []string{topic}, kafka.Config("signin-ledger"), int64(relayed), ledger.Handle)
+	_, err = kafka.ConsumeN(cctx, k.Brokers, "ledger", []string{topic}, int64(relayed), ledger.Handle, kafka.ConsumerConfig{})
 	check(err)
 	fmt.Printf("relayed %d reward tasks through Kafka (%s) into %s\n", relayed, k.Kind, sqlb.Kind)
 	for _, u := range users {

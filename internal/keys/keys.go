@@ -70,6 +70,15 @@ func Join(parts ...string) string {
 	return out
 }
 
-// Prefix returns the namespace with its trailing ':' ("" for the zero Space),
-// for SCAN patterns and clean-up.
+// Prefix returns the namespace with its trailing ':' ("" for the zero Space).
 func (s Space) Prefix() string { return s.prefix }
+
+// Pattern returns Prefix with Redis glob characters escaped, so that a SCAN
+// pattern built on it matches this namespace literally whatever it contains.
+func (s Space) Pattern() string { return GlobEscape(s.prefix) }
+
+var globEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`)
+
+// GlobEscape escapes the characters Redis' glob patterns (SCAN MATCH, KEYS)
+// give a meaning, so that s matches only itself.
+func GlobEscape(s string) string { return globEscaper.Replace(s) }

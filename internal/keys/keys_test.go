@@ -134,3 +134,24 @@ func TestJoin(t *testing.T) {
 		}
 	}
 }
+
+// TestPatternMatchesOnlyItsNamespace: SCAN with a namespace full of glob
+// characters finds that namespace's keys and no one else's.
+func TestPatternMatchesOnlyItsNamespace(t *testing.T) {
+	r := testenv.NewRedis(t)
+	ctx := context.Background()
+	odd := keys.NewSpace(r.Namespace + `:a[b]*c?d\e`)
+	other := keys.NewSpace(r.Namespace + `:aXbYc_d\e`)
+	for _, k := range []string{odd.Key("t", "x"), other.Key("t", "x")} {
+		if err := r.Client.Set(ctx, k, 1, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := r.Client.Keys(ctx, odd.Pattern()+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != odd.Key("t", "x") {
+		t.Fatalf("pattern %q matched %q, want only %q", odd.Pattern()+"*", got, odd.Key("t", "x"))
+	}
+}

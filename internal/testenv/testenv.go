@@ -26,8 +26,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/casebook-dev/casebook/internal/backend"
-	"github.com/casebook-dev/casebook/internal/kafka"
+	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/kafka"
 )
 
 // Environment variables read by this package (and by the benchmark harness).
@@ -43,9 +43,9 @@ const (
 var shared struct {
 	mu      sync.Mutex
 	main    bool
-	redis   lazy[*backend.Redis]
-	cluster lazy[*backend.Redis]
-	kafka   lazy[*backend.Kafka]
+	redis   lazy[*devstack.Redis]
+	cluster lazy[*devstack.Redis]
+	kafka   lazy[*devstack.Kafka]
 }
 
 type lazy[T interface{ Close() error }] struct {
@@ -92,7 +92,7 @@ func checkMain(t testing.TB) {
 	}
 }
 
-func refuseFallback(t testing.TB, what string, k backend.Kind) {
+func refuseFallback(t testing.TB, what string, k devstack.Kind) {
 	t.Helper()
 	if k.Fallback() && RequireReal() {
 		t.Fatalf("testenv: %s is %s, a fallback, but %s=1 (set %s to a real server)", what, k, EnvRequireReal, envFor(what))
@@ -121,15 +121,15 @@ type Redis struct {
 	// Namespace is unique to the test: build every key under it (blocks take
 	// it as their key prefix). Keys starting with it are deleted at cleanup.
 	Namespace string
-	Kind      backend.Kind
+	Kind      devstack.Kind
 }
 
 // NewRedis returns the standalone Redis for this test binary.
 func NewRedis(t testing.TB) *Redis {
 	t.Helper()
 	checkMain(t)
-	r, err := shared.redis.get(func() (*backend.Redis, error) {
-		return backend.OpenRedis(context.Background(), os.Getenv(EnvRedisAddr))
+	r, err := shared.redis.get(func() (*devstack.Redis, error) {
+		return devstack.OpenRedis(context.Background(), os.Getenv(EnvRedisAddr))
 	})
 	if err != nil {
 		t.Fatalf("testenv: redis: %v", err)
@@ -144,12 +144,12 @@ func NewRedis(t testing.TB) *Redis {
 func NewRedisCluster(t testing.TB) *Redis {
 	t.Helper()
 	checkMain(t)
-	r, err := shared.cluster.get(func() (*backend.Redis, error) {
+	r, err := shared.cluster.get(func() (*devstack.Redis, error) {
 		c, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		return backend.OpenRedisCluster(c, backend.SplitList(os.Getenv(EnvRedisCluster)))
+		return devstack.OpenRedisCluster(c, devstack.SplitList(os.Getenv(EnvRedisCluster)))
 	})
-	if errors.Is(err, backend.ErrNoRedisServer) && !RequireReal() {
+	if errors.Is(err, devstack.ErrNoRedisServer) && !RequireReal() {
 		t.Skipf("testenv: no Redis Cluster: set %s or install redis-server", EnvRedisCluster)
 	}
 	if err != nil {
@@ -162,22 +162,22 @@ func NewRedisCluster(t testing.TB) *Redis {
 // arguments (such as "--appendonly", "yes"), stopped at cleanup. Tests that
 // restart or kill a server use it; it needs the binary (skip otherwise, fail
 // under CASEBOOK_REQUIRE_REAL).
-func NewPrivateRedis(t testing.TB, extra ...string) (*Redis, *backend.RedisServer) {
+func NewPrivateRedis(t testing.TB, extra ...string) (*Redis, *devstack.RedisServer) {
 	t.Helper()
-	if !backend.HaveRedisServer() && !RequireReal() {
+	if !devstack.HaveRedisServer() && !RequireReal() {
 		t.Skip("testenv: this test restarts a server and needs the redis-server binary")
 	}
-	s, err := backend.StartRedisServer(ctx(t), extra...)
+	s, err := devstack.StartRedisServer(ctx(t), extra...)
 	if err != nil {
 		t.Fatalf("testenv: private redis: %v", err)
 	}
 	t.Cleanup(func() { s.Close() })
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	t.Cleanup(func() { c.Close() })
-	return &Redis{Client: c, Namespace: namespace(t), Kind: backend.Spawned}, s
+	return &Redis{Client: c, Namespace: namespace(t), Kind: devstack.Spawned}, s
 }
 
-func forTest(t testing.TB, r *backend.Redis) *Redis {
+func forTest(t testing.TB, r *devstack.Redis) *Redis {
 	tr := &Redis{Client: r.Client, Namespace: namespace(t), Kind: r.Kind}
 	t.Cleanup(func() {
 		if err := DeleteKeys(context.Background(), r.Client, tr.Namespace+"*"); err != nil {
@@ -196,12 +196,12 @@ func namespace(t testing.TB) string {
 	if len(name) > 40 {
 		name = name[:40]
 	}
-	return "cbt:" + name + ":" + backend.RandomHex(4)
+	return "cbt:" + name + ":" + devstack.RandomHex(4)
 }
 
-// DeleteKeys unlinks every key matching pattern; see backend.DeleteKeys.
+// DeleteKeys unlinks every key matching pattern; see devstack.DeleteKeys.
 func DeleteKeys(ctx context.Context, c redis.UniversalClient, pattern string) error {
-	return backend.DeleteKeys(ctx, c, pattern)
+	return devstack.DeleteKeys(ctx, c, pattern)
 }
 
 // NewSQL returns a fresh, empty database for this test, dropped at cleanup.
@@ -216,7 +216,7 @@ func NewSQLs(t testing.TB, n int) []*sqlx.DB {
 	checkMain(t)
 	dbs := make([]*sqlx.DB, n)
 	for i := range dbs {
-		s, err := backend.OpenSQL(ctx(t), os.Getenv(EnvMySQLDSN), "cbt")
+		s, err := devstack.OpenSQL(ctx(t), os.Getenv(EnvMySQLDSN), "cbt")
 		if err != nil {
 			t.Fatalf("testenv: sql: %v", err)
 		}
@@ -235,8 +235,8 @@ func NewSQLs(t testing.TB, n int) []*sqlx.DB {
 func Kafka(t testing.TB) []string {
 	t.Helper()
 	checkMain(t)
-	k, err := shared.kafka.get(func() (*backend.Kafka, error) {
-		return backend.OpenKafka(backend.SplitList(os.Getenv(EnvKafkaBrokers)))
+	k, err := shared.kafka.get(func() (*devstack.Kafka, error) {
+		return devstack.OpenKafka(devstack.SplitList(os.Getenv(EnvKafkaBrokers)))
 	})
 	if err != nil {
 		t.Fatalf("testenv: kafka: %v", err)
@@ -249,7 +249,7 @@ func Kafka(t testing.TB) []string {
 func Topic(t testing.TB, partitions int32) string {
 	t.Helper()
 	brokers := Kafka(t)
-	name := "cbt." + unsafeKeyChars.ReplaceAllString(t.Name(), "_") + "." + backend.RandomHex(4)
+	name := "cbt." + unsafeKeyChars.ReplaceAllString(t.Name(), "_") + "." + devstack.RandomHex(4)
 	if err := kafka.CreateTopic(brokers, name, partitions); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}

@@ -19,4 +19,4 @@
 // Every value returned here owns what it started: Close stops spawned
 // processes and removes scratch databases; it never touches data it did not
 // create.
-package backend
+package devstack

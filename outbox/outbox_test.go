@@ -2,20 +2,19 @@ package outbox_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/casebook-dev/casebook/internal/kafka"
 	"github.com/casebook-dev/casebook/internal/keys"
-	"github.com/casebook-dev/casebook/internal/outbox"
 	"github.com/casebook-dev/casebook/internal/testenv"
+	"github.com/casebook-dev/casebook/kafka"
+	"github.com/casebook-dev/casebook/outbox"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -23,20 +22,20 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // flaky sends for real but reports failure on the first `lose` batches, as a
 // relay that crashed after the send and before the delete would see it.
 type flaky struct {
-	p    *kafka.Producer
+	p    outbox.Publisher
 	mu   sync.Mutex
 	lose int
 	down int // batches refused outright (Kafka unreachable)
 }
 
-func (f *flaky) SendBatch(ms []kafka.Message) error {
+func (f *flaky) Publish(ctx context.Context, ms []outbox.Message) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down > 0 {
 		f.down--
 		return errors.New("kafka: unreachable")
 	}
-	if err := f.p.SendBatch(ms); err != nil {
+	if err := f.p.Publish(ctx, ms); err != nil {
 		return err
 	}
 	if f.lose > 0 {
@@ -62,19 +61,19 @@ func TestRelayAtLeastOnce(t *testing.T) {
 	const perStream = 30
 	for i := range perStream {
 		for _, s := range streams {
-			args := &redis.XAddArgs{Stream: s, Values: map[string]any{"user": fmt.Sprintf("u%d", i%7), "n": fmt.Sprintf("%s/%d", s, i)}}
+			args := &redis.XAddArgs{Stream: s, Values: map[string]any{outbox.FieldKey: fmt.Sprintf("u%d", i%7), outbox.FieldValue: fmt.Sprintf("u%d %s/%d", i%7, s, i)}}
 			if err := r.Client.XAdd(ctx, args).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	p, err := kafka.NewProducer(brokers, kafka.Config("outbox-test"))
+	p, err := kafka.Dial(brokers, "outbox-test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	send := &flaky{p: p, down: 2, lose: 1}
-	relay := outbox.NewRelay(r.Client, streams, topic, "user", send)
+	relay := outbox.NewRelay(r.Client, streams, topic, send)
 
 	if _, err := relay.Drain(ctx); err == nil {
 		t.Fatal("drain with Kafka down reported no error")
@@ -96,20 +95,32 @@ func TestRelayAtLeastOnce(t *testing.T) {
 	var mu sync.Mutex
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	kafka.Consume(cctx, brokers, "outbox-"+topic, []string{topic}, kafka.Config("outbox-consumer"), func(_ context.Context, m *sarama.ConsumerMessage) error {
-		var v map[string]string
-		if err := json.Unmarshal(m.Value, &v); err != nil || v["user"] != string(m.Key) {
-			t.Errorf("message %s / %s", m.Key, m.Value)
+	c, err := kafka.ConsumeN(cctx, brokers, "outbox-"+topic, []string{topic}, 4*perStream, func(_ context.Context, key, value []byte) error {
+		user, n, _ := strings.Cut(string(value), " ")
+		if user != string(key) {
+			t.Errorf("message %s / %s: key is not the entry's k field", key, value)
 		}
 		mu.Lock()
-		seen[v["n"]]++
-		if len(seen) == 4*perStream {
-			cancel()
-		}
+		seen[n]++
 		mu.Unlock()
 		return nil
-	})
-	if len(seen) != 4*perStream {
-		t.Fatalf("%d distinct entries reached Kafka, want %d", len(seen), 4*perStream)
+	}, kafka.ConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 4*perStream || c.Poisoned() != 0 {
+		t.Fatalf("%d distinct entries reached Kafka (%d poisoned), want %d", len(seen), c.Poisoned(), 4*perStream)
+	}
+}
+
+// TestPoisonWrapsBoth: a block's sentinel wrapped by Poison matches both.
+func TestPoisonWrapsBoth(t *testing.T) {
+	errBlock := errors.New("block: malformed")
+	err := outbox.Poison(fmt.Errorf("decode: %w", errBlock))
+	if !errors.Is(err, outbox.ErrPoison) || !errors.Is(err, errBlock) {
+		t.Fatalf("%v: Is(ErrPoison)=%v Is(errBlock)=%v, want both", err, errors.Is(err, outbox.ErrPoison), errors.Is(err, errBlock))
+	}
+	if outbox.Poison(nil) != nil {
+		t.Fatal("Poison(nil) is not nil")
 	}
 }

@@ -1,0 +1,186 @@
+// Package outbox carries a block's events from the atomic state change that
+// caused them to whoever consumes them, with no Kafka client in the blocks.
+//
+// Producing side: a block's Lua script appends an event to a Redis Stream in
+// the same script as the state change (so the event exists if and only if the
+// change happened). Every entry has two fields, "k" (the message key, e.g. a
+// campaign or user id) and "v" (the message value, a versioned format the
+// block documents and decodes). A Relay copies entries to a Publisher — the
+// casebook/kafka package adapts a sarama producer, any other client can
+// implement the one method — and deletes an entry (XDEL) only after the
+// publisher acknowledged it.
+//
+// Consuming side: a block's consumer is a Handler, which takes the message's
+// key and value as bytes, so any Kafka client can drive it. A handler returns
+// an error wrapping ErrPoison for a message that can never succeed (malformed,
+// unknown version, a value no layer can store); consumers skip or dead-letter
+// such a message and count it, so one bad message never blocks its partition.
+// Any other error is transient: the consumer retries the same message.
+//
+// Delivery is at-least-once: a relay that crashes between the publisher's
+// acknowledgement and the delete sends those entries again, so every handler
+// in casebook is idempotent. While the publisher fails, entries wait in Redis
+// and go out on a later pass. Run one relay per set of streams; a second relay
+// on the same streams is safe but only adds duplicates.
+//
+// What Redis forgets, the outbox forgets: a failover to a replica that missed
+// the last writes loses their entries together with the state change that
+// made them (each block's Reconcile repairs that from SQL).
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrPoison marks a message that can never be handled: consumers skip or
+// dead-letter it instead of retrying. Blocks wrap it in their own sentinel,
+// so errors.Is matches both.
+var ErrPoison = errors.New("outbox: poison message")
+
+// Poison returns err marked as poison (errors.Is(…, ErrPoison) holds) while
+// keeping err itself matchable.
+func Poison(err error) error {
+	if err == nil || errors.Is(err, ErrPoison) {
+		return err
+	}
+	return poisoned{err}
+}
+
+type poisoned struct{ error }
+
+func (p poisoned) Unwrap() []error { return []error{p.error, ErrPoison} }
+
+// Handler processes one message. It returns nil when the message is applied
+// (or was applied before), an error wrapping ErrPoison when it never can be,
+// and any other error for a retry.
+type Handler func(ctx context.Context, key, value []byte) error
+
+// Message is one record for a Publisher.
+type Message struct {
+	Topic string
+	Key   []byte
+	Value []byte
+}
+
+// Publisher delivers messages and returns nil only once every one of them is
+// durably acknowledged. On error some may have been delivered: the relay
+// sends the whole batch again.
+type Publisher interface {
+	Publish(ctx context.Context, msgs []Message) error
+}
+
+// Stream entry fields every block's scripts write.
+const (
+	FieldKey   = "k"
+	FieldValue = "v"
+)
+
+// DefaultBatch is how many entries of one stream a pass reads at most.
+const DefaultBatch = 500
+
+// Relay moves entries from outbox streams to a topic.
+type Relay struct {
+	rdb     redis.UniversalClient
+	streams []string
+	topic   string
+	pub     Publisher
+}
+
+// NewRelay relays every stream in streams to topic through pub. Blocks name
+// their streams (e.g. seckill's Service.Outboxes).
+func NewRelay(rdb redis.UniversalClient, streams []string, topic string, pub Publisher) *Relay {
+	return &Relay{rdb: rdb, streams: streams, topic: topic, pub: pub}
+}
+
+// Drain makes one pass: for each stream, publish up to DefaultBatch entries
+// and delete the ones acknowledged. It returns how many entries were relayed;
+// on error the entries not acknowledged stay for the next pass. An entry
+// without a value field is published with an empty value, so the consumer
+// counts and skips it rather than the relay stalling on it.
+func (r *Relay) Drain(ctx context.Context) (int, error) {
+	total := 0
+	for _, stream := range r.streams {
+		n, err := r.drainStream(ctx, stream)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func (r *Relay) drainStream(ctx context.Context, stream string) (int, error) {
+	entries, err := r.rdb.XRangeN(ctx, stream, "-", "+", DefaultBatch).Result()
+	if err != nil {
+		return 0, fmt.Errorf("outbox: read %s: %w", stream, err)
+	}
+	if len(entries) == 0 {
+		return 0, nil
+	}
+	msgs := make([]Message, len(entries))
+	ids := make([]string, len(entries))
+	for i, e := range entries {
+		msgs[i] = Message{Topic: r.topic, Key: field(e, FieldKey), Value: field(e, FieldValue)}
+		ids[i] = e.ID
+	}
+	if err := r.pub.Publish(ctx, msgs); err != nil {
+		return 0, fmt.Errorf("outbox: publish %s: %w", stream, err)
+	}
+	if err := r.rdb.XDel(ctx, stream, ids...).Err(); err != nil {
+		return 0, fmt.Errorf("outbox: delete relayed entries of %s: %w", stream, err)
+	}
+	return len(entries), nil
+}
+
+func field(e redis.XMessage, name string) []byte {
+	s, _ := e.Values[name].(string)
+	return []byte(s)
+}
+
+// DrainAll drains until a pass finds nothing (or fails) and returns the
+// entries relayed.
+func (r *Relay) DrainAll(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := r.Drain(ctx)
+		total += n
+		if err != nil || n == 0 {
+			return total, err
+		}
+	}
+}
+
+// Run drains every interval until ctx ends, reporting errors to onError
+// (nil: ignored) and carrying on: a publisher outage only delays entries.
+func (r *Relay) Run(ctx context.Context, interval time.Duration, onError func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := r.DrainAll(ctx); err != nil && onError != nil && ctx.Err() == nil {
+			onError(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Pending counts the entries waiting in all streams.
+func (r *Relay) Pending(ctx context.Context) (int64, error) {
+	var n int64
+	for _, s := range r.streams {
+		l, err := r.rdb.XLen(ctx, s).Result()
+		if err != nil {
+			return 0, fmt.Errorf("outbox: length of %s: %w", s, err)
+		}
+		n += l
+	}
+	return n, nil
+}
