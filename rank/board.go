@@ -1,6 +1,7 @@
 package rank
 
 import (
+	"context"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -36,6 +37,11 @@ var (
 	ErrBadCursor = errors.New("rank: bad cursor")
 	// ErrConfig is wrapped by configuration errors.
 	ErrConfig = errors.New("rank: bad config")
+	// ErrEncodingMismatch is returned when a board's stored values were
+	// written with another Epoch, Lifetime or Resolution than this Board's:
+	// they would decode to wrong scores and times, so nothing is read or
+	// written.
+	ErrEncodingMismatch = errors.New("rank: board encoding mismatch")
 )
 
 // Config configures a Board. Ties are broken exactly by time, which costs
@@ -43,7 +49,9 @@ var (
 // ceil(log2(Lifetime / Resolution)), and scores are limited to
 // 0..2^(53-TimeBits)-1 (MaxScore reports it).
 type Config struct {
-	// Name of the board; keys are "<Namespace>:rank:{<Name>:<shard>}".
+	// Name of the board; shard i's keys are "<Namespace>:{<Name>:<i>}:rank"
+	// (the sorted set), ":meta" (metadata), ":encoding" (Epoch, Lifetime and
+	// Resolution as first written) and ":req:<id>" (recent write replies).
 	Name string
 	// Namespace prefixes every key.
 	Namespace string
@@ -53,7 +61,10 @@ type Config struct {
 	// Default 1.
 	Shards int
 	// Epoch is when the board starts; writes before it are rejected.
-	// Required.
+	// Required. Epoch, Lifetime and Resolution decide how stored values
+	// decode, so every process sharing a board must use the same three: the
+	// first write stores them beside each shard and a Board configured
+	// otherwise gets ErrEncodingMismatch.
 	Epoch time.Time
 	// Lifetime is how long the board accepts writes. Default 30 days,
 	// which at 1 ms resolution leaves scores up to 2,097,151; a daily board
@@ -80,6 +91,11 @@ type Board struct {
 	cfg      Config
 	shards   []string // sorted-set keys
 	meta     []string // metadata hash keys, one per shard
+	encoded  []string // encoding record keys, one per shard
+	encoding string   // this Board's Epoch, Lifetime and Resolution
+	checked  atomic.Bool
+	space    keys.Space
+	tags     []string
 	timeBits uint
 	span     uint64 // 2^timeBits
 	maxScore int64
@@ -128,13 +144,50 @@ func New(c redis.UniversalClient, cfg Config) (*Board, error) {
 	if cfg.ExpireAfter > 0 {
 		b.expireMs = cfg.Epoch.Add(cfg.Lifetime + cfg.ExpireAfter).UnixMilli()
 	}
-	space := keys.NewSpace(cfg.Namespace)
+	b.encoding = fmt.Sprintf("epoch=%s lifetime=%v resolution=%v", cfg.Epoch.UTC().Format(time.RFC3339Nano), cfg.Lifetime, cfg.Resolution)
+	b.space = keys.NewSpace(cfg.Namespace)
 	for i := range cfg.Shards {
 		tag := cfg.Name + ":" + strconv.Itoa(i)
-		b.shards = append(b.shards, space.Key(tag, "rank"))
-		b.meta = append(b.meta, space.Key(tag, "meta"))
+		b.tags = append(b.tags, tag)
+		b.shards = append(b.shards, b.space.Key(tag, "rank"))
+		b.meta = append(b.meta, b.space.Key(tag, "meta"))
+		b.encoded = append(b.encoded, b.space.Key(tag, "encoding"))
 	}
 	return b, nil
+}
+
+// checkEncoding makes sure, once per Board, that no shard was written with
+// another encoding. Reads call it; writes check in their script.
+func (b *Board) checkEncoding(ctx context.Context) error {
+	if b.checked.Load() {
+		return nil
+	}
+	pipe := b.c.Pipeline()
+	cmds := make([]*redis.StringCmd, len(b.encoded))
+	for i, k := range b.encoded {
+		cmds[i] = pipe.Get(ctx, k)
+	}
+	pipe.Exec(ctx)
+	for _, cmd := range cmds {
+		stored, err := cmd.Result()
+		if isNil(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("rank: read encoding of %s: %w", b.cfg.Name, err)
+		}
+		if stored != b.encoding {
+			return fmt.Errorf("%w: board %s was written with %s, this Board uses %s", ErrEncodingMismatch, b.cfg.Name, stored, b.encoding)
+		}
+	}
+	b.checked.Store(true)
+	return nil
+}
+
+// Period returns the interval in which the board accepts writes:
+// [Epoch, Epoch+Lifetime).
+func (b *Board) Period() (start, end time.Time) {
+	return b.cfg.Epoch, b.cfg.Epoch.Add(b.cfg.Lifetime)
 }
 
 // MaxScore is the largest score the board accepts.

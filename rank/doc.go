@@ -19,6 +19,17 @@
 // (Config.Now), not Redis' TIME: the shards of one board may live on
 // different servers, whose clocks would disagree about who was first.
 //
+// Retries: every write script call carries a request id and leaves its reply
+// beside the shard for ReplayWindow (30 s), so a call that go-redis sends
+// again after losing its reply — or that the caller repeats with ApplyOnce and
+// the same id — returns the first answer and adds nothing twice.
+//
+// Encoding: Epoch, Lifetime and Resolution decide how a stored value decodes,
+// so the first write stores them beside each shard; a Board configured
+// otherwise (another process, a changed deploy) gets ErrEncodingMismatch on
+// its writes (checked in the script) and reads (checked once per Board) instead
+// of silently misordering ties or misreading scores.
+//
 // Sharding: with Shards = N the board is N sorted sets chosen by member hash,
 // each under its own hash tag so a Redis Cluster spreads them. Top merges each
 // shard's top n (k-way); Rank is exact: 1 + the members ahead on every shard

@@ -11,10 +11,13 @@ import (
 // Period is the length of a periodic board.
 type Period int
 
+// Periods run from the first instant of their first local date — midnight,
+// except where a DST change skips midnight (America/Havana, Santiago…), when
+// it is the end of the gap — to the first instant of the next period.
 const (
-	Daily   Period = iota + 1 // local midnight to midnight
-	Weekly                    // ISO weeks, Monday 00:00 local
-	Monthly                   // the 1st 00:00 local to the next 1st
+	Daily   Period = iota + 1 // one local date
+	Weekly                    // ISO weeks, from Monday
+	Monthly                   // from the 1st to the next 1st
 )
 
 // PeriodicConfig configures Periodic boards.
@@ -89,17 +92,31 @@ func (p *Periodic) At(t time.Time) (*Board, error) {
 func (p *Periodic) bounds(t time.Time) (start, end time.Time, label string) {
 	t = t.In(p.cfg.Location)
 	y, m, d := t.Date()
+	loc := p.cfg.Location
 	switch p.cfg.Period {
 	case Daily:
-		start = time.Date(y, m, d, 0, 0, 0, 0, p.cfg.Location)
-		return start, start.AddDate(0, 0, 1), start.Format("2006-01-02")
+		start = dayStart(y, m, d, loc)
+		return start, dayStart(y, m, d+1, loc), fmt.Sprintf("%04d-%02d-%02d", y, m, d)
 	case Weekly:
-		back := (int(t.Weekday()) + 6) % 7 // days since Monday
-		start = time.Date(y, m, d-back, 0, 0, 0, 0, p.cfg.Location)
-		iy, iw := start.ISOWeek()
-		return start, start.AddDate(0, 0, 7), fmt.Sprintf("%d-W%02d", iy, iw)
+		monday := d - (int(t.Weekday())+6)%7
+		start = dayStart(y, m, monday, loc)
+		iy, iw := time.Date(y, m, monday, 12, 0, 0, 0, time.UTC).ISOWeek()
+		return start, dayStart(y, m, monday+7, loc), fmt.Sprintf("%d-W%02d", iy, iw)
 	default:
-		start = time.Date(y, m, 1, 0, 0, 0, 0, p.cfg.Location)
-		return start, start.AddDate(0, 1, 0), start.Format("2006-01")
+		return dayStart(y, m, 1, loc), dayStart(y, m+1, 1, loc), fmt.Sprintf("%04d-%02d", y, m)
 	}
+}
+
+// dayStart returns the first instant of the local date y-m-d in loc (d may
+// be out of range; it is normalised as time.Date does). That is midnight,
+// unless a DST gap skips midnight: time.Date then resolves 00:00 into the
+// previous day, and the date really begins where the gap ends.
+func dayStart(y int, m time.Month, d int, loc *time.Location) time.Time {
+	y, m, d = time.Date(y, m, d, 12, 0, 0, 0, time.UTC).Date()
+	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	if ty, tm, td := t.Date(); ty == y && tm == m && td == d {
+		return t
+	}
+	_, end := t.ZoneBounds() // the zone change that skipped midnight
+	return end
 }

@@ -413,3 +413,149 @@ func TestPeriodicBoards(t *testing.T) {
 		t.Fatalf("expires at %v, want %v", time.UnixMilli(int64(exp/time.Millisecond)), want)
 	}
 }
+
+// A write whose reply is lost is retried by go-redis on a new connection; the
+// retry must not add twice, and the caller gets the first call's answer.
+func TestRetriedWriteAppliesOnce(t *testing.T) {
+	ctx := context.Background()
+	r, proxy := testenv.NewLossyRedis(t)
+	clk := testenv.NewClock(epoch.Add(time.Hour))
+	b := newBoard(t, r, "retry", 3, clk.Now)
+	if _, err := b.Add(ctx, "p", 5); err != nil {
+		t.Fatal(err)
+	}
+	proxy.DropReplies(1)
+	got, err := b.Add(ctx, "p", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if proxy.Cuts() != 1 {
+		t.Fatalf("%d replies dropped, want 1", proxy.Cuts())
+	}
+	e, _ := b.Score(ctx, "p")
+	if got != 10 || e.Score != 10 {
+		t.Fatalf("Add(5) twice with one lost reply: answered %d, stored %d; want 10 and 10", got, e.Score)
+	}
+	// A batch over several shards and chunks, its reply lost: every update
+	// applied once.
+	var ups []rank.Update
+	for i := range 700 {
+		ups = append(ups, rank.Update{Member: fmt.Sprintf("m%d", i%300), Mode: rank.Increment, Value: 1})
+	}
+	proxy.DropReplies(1)
+	if _, err := b.Apply(ctx, ups); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"m0", "m99", "m299"} {
+		if e, _ := b.Score(ctx, m); e.Score != 3 && m != "m299" || m == "m299" && e.Score != 2 {
+			t.Fatalf("%s scored %d after one batch with a lost reply", m, e.Score)
+		}
+	}
+}
+
+// ApplyOnce with the same id returns the first answer and changes nothing;
+// another id applies again.
+func TestApplyOnceDeduplicates(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	clk := testenv.NewClock(epoch.Add(time.Hour))
+	b := newBoard(t, r, "once", 4, clk.Now)
+	ups := []rank.Update{{Member: "a", Mode: rank.Increment, Value: 7}, {Member: "b", Mode: rank.Increment, Value: 1}, {Member: "a", Mode: rank.Increment, Value: 1}}
+	for range 3 {
+		got, err := b.ApplyOnce(ctx, "event-1", ups)
+		if err != nil || fmt.Sprint(got) != "[7 1 8]" {
+			t.Fatalf("ApplyOnce(event-1) = %v, %v; want [7 1 8]", got, err)
+		}
+	}
+	if got, _ := b.ApplyOnce(ctx, "event-2", ups); fmt.Sprint(got) != "[15 2 16]" {
+		t.Fatalf("ApplyOnce(event-2) = %v, want [15 2 16]", got)
+	}
+	for _, id := range []string{"", strings.Repeat("x", 65)} {
+		if _, err := b.ApplyOnce(ctx, id, ups); err == nil {
+			t.Errorf("request id of %d bytes accepted", len(id))
+		}
+	}
+}
+
+// Two Boards on one board name must agree on how values decode: a writer or
+// reader with another Epoch, Lifetime or Resolution is refused, and the
+// board is unchanged.
+func TestEncodingMismatchRefused(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	clk := testenv.NewClock(epoch.Add(2 * time.Hour))
+	first := newBoard(t, r, "enc", 2, clk.Now)
+	if _, err := first.Set(ctx, "p", 500); err != nil {
+		t.Fatal(err)
+	}
+	for name, cfg := range map[string]rank.Config{
+		"epoch an hour later": {Epoch: epoch.Add(time.Hour)},
+		"shorter lifetime":    {Epoch: epoch, Lifetime: 24 * time.Hour},
+		"coarser resolution":  {Epoch: epoch, Resolution: time.Second},
+	} {
+		cfg.Name, cfg.Namespace, cfg.Shards, cfg.Now = "enc", r.Namespace, 2, clk.Now
+		other, err := rank.New(r.Client, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.Add(ctx, "p", 1); !errors.Is(err, rank.ErrEncodingMismatch) {
+			t.Errorf("%s: Add: %v, want ErrEncodingMismatch", name, err)
+		}
+		if _, err := other.Top(ctx, 10); !errors.Is(err, rank.ErrEncodingMismatch) {
+			t.Errorf("%s: Top: %v, want ErrEncodingMismatch", name, err)
+		}
+		if _, err := other.Score(ctx, "p"); !errors.Is(err, rank.ErrEncodingMismatch) {
+			t.Errorf("%s: Score: %v, want ErrEncodingMismatch", name, err)
+		}
+	}
+	if e, err := first.Score(ctx, "p"); err != nil || e.Score != 500 {
+		t.Fatalf("after refused writers: %+v, %v; want 500", e, err)
+	}
+}
+
+// A daily board covers every instant of its local date, starting at the
+// first one — which is not midnight where DST starts at midnight (Havana,
+// Santiago) — and a write at any of them is accepted.
+func TestPeriodsStartAtTheFirstInstantOfTheirDate(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	for _, zone := range []string{"America/Havana", "America/Santiago", "Asia/Beirut", "Europe/Berlin", "Australia/Lord_Howe"} {
+		loc, err := time.LoadLocation(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, period := range []rank.Period{rank.Daily, rank.Weekly, rank.Monthly} {
+			clk := testenv.NewClock(time.Time{})
+			p, err := rank.NewPeriodic(r.Client, rank.PeriodicConfig{Board: rank.Config{Name: fmt.Sprintf("%s-%d", zone, period), Namespace: r.Namespace, Now: clk.Now}, Period: period, Location: loc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Every half hour of 2026, plus the instants just around each
+			// local midnight.
+			for at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC); at.Year() == 2026; at = at.Add(30 * time.Minute) {
+				clk.Set(at)
+				b, err := p.Current()
+				if err != nil {
+					t.Fatal(err)
+				}
+				start, end := b.Period()
+				if at.Before(start) || !at.Before(end) {
+					t.Fatalf("%s %d: %v is outside its board's period [%v, %v)", zone, period, at.In(loc), start.In(loc), end.In(loc))
+				}
+				if period == rank.Daily {
+					y, m, d := at.In(loc).Date()
+					sy, sm, sd := start.In(loc).Date()
+					py, pm, pd := start.Add(-time.Nanosecond).In(loc).Date()
+					if sy != y || sm != m || sd != d || py == y && pm == m && pd == d {
+						t.Fatalf("%s: the board of %v starts at %v, not the first instant of its date", zone, at.In(loc), start.In(loc))
+					}
+				}
+				if at.Minute() == 30 && at.Hour()%6 == 0 && period == rank.Daily {
+					if _, err := b.Add(ctx, "m", 1); err != nil {
+						t.Fatalf("%s: write at %v: %v", zone, at.In(loc), err)
+					}
+				}
+			}
+		}
+	}
+}

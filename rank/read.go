@@ -22,6 +22,9 @@ func msTime(ms int64) time.Time { return time.UnixMilli(ms) }
 
 // Score returns member's score and when it was reached (Rank left 0).
 func (b *Board) Score(ctx context.Context, member string) (Entry, error) {
+	if err := b.checkEncoding(ctx); err != nil {
+		return Entry{}, err
+	}
 	v, err := b.c.ZScore(ctx, b.shards[b.shardOf(member)], member).Result()
 	if isNil(err) {
 		return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, member)
@@ -91,6 +94,9 @@ func (b *Board) Top(ctx context.Context, n int) ([]Entry, error) {
 	if n == 0 {
 		return nil, nil
 	}
+	if err := b.checkEncoding(ctx); err != nil {
+		return nil, err
+	}
 	per := n
 	if len(b.shards) > 1 {
 		per = min(n, 2*n/len(b.shards)+4)
@@ -159,6 +165,9 @@ func (b *Board) Page(ctx context.Context, cursor string, n int) ([]Entry, string
 	} else {
 		last, err := b.decodeCursor(cursor)
 		if err != nil {
+			return nil, "", err
+		}
+		if err := b.checkEncoding(ctx); err != nil {
 			return nil, "", err
 		}
 		ns, err := b.neighbors(ctx, last, 0, n)

@@ -2,9 +2,13 @@ package rank
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/casebook-dev/casebook/internal/luascript"
 )
@@ -59,12 +63,35 @@ func (b *Board) one(ctx context.Context, u Update) (int64, error) {
 // a Redis shard for long.
 const chunk = 256
 
+// ReplayWindow is how long a write's reply is kept beside its shard, so that
+// the same request sent again within it (go-redis retrying a command whose
+// reply was lost, or ApplyOnce called again with the same id) returns the
+// first answer and changes nothing. It costs one small key per script call
+// for that long.
+const ReplayWindow = 30 * time.Second
+
 // Apply performs updates in order, pipelined: one script call per shard per
 // 256 updates, all in one round trip. It returns each member's score after
 // its update. Updates that would leave 0..MaxScore are not applied; their
 // score is -1 and the error wraps ErrScoreRange. Invalid input (an empty
 // member, an unknown mode) fails the whole call before anything is sent.
+//
+// Each call carries a fresh request id, so a client that retries it after a
+// lost reply applies it once. To retry a failed Apply yourself without
+// adding twice, use ApplyOnce.
 func (b *Board) Apply(ctx context.Context, updates []Update) ([]int64, error) {
+	return b.ApplyOnce(ctx, newRequestID(), updates)
+}
+
+// ApplyOnce is Apply under the caller's request id (1..64 bytes): calling
+// it again with the same id and updates within ReplayWindow returns the
+// first call's scores and changes nothing. Use it to retry a write whose
+// outcome is unknown (a timeout), e.g. with the id of the event that caused
+// it.
+func (b *Board) ApplyOnce(ctx context.Context, requestID string, updates []Update) ([]int64, error) {
+	if requestID == "" || len(requestID) > 64 {
+		return nil, fmt.Errorf("rank: request id must be 1..64 bytes, got %d", len(requestID))
+	}
 	rest, err := b.rest(b.cfg.Now())
 	if err != nil {
 		return nil, err
@@ -79,12 +106,17 @@ func (b *Board) Apply(ctx context.Context, updates []Update) ([]int64, error) {
 		args []any
 		pos  []int
 	}
-	head := []any{b.span, b.maxScore, rest, b.expireMs}
+	head := []any{b.span, b.maxScore, rest, b.expireMs, b.encoding, ReplayWindow.Milliseconds()}
 	byShard := map[int]*pending{}
+	sent := map[int]int{} // script calls per shard so far
 	var calls []luascript.Call
 	var positions [][]int
 	flush := func(shard int, p *pending) {
-		calls = append(calls, luascript.Call{Script: writeScript, Keys: []string{b.shards[shard]}, Args: p.args})
+		// Each of a request's calls to a shard (one per chunk, in update
+		// order) has a request key of its own.
+		req := b.space.Key(b.tags[shard], "req", requestID, strconv.Itoa(sent[shard]))
+		sent[shard]++
+		calls = append(calls, luascript.Call{Script: writeScript, Keys: []string{b.shards[shard], b.encoded[shard], req}, Args: p.args})
 		positions = append(positions, p.pos)
 	}
 	for i, u := range updates {
@@ -105,6 +137,9 @@ func (b *Board) Apply(ctx context.Context, updates []Update) ([]int64, error) {
 		flush(s, p)
 	}
 	cmds, err := luascript.RunAll(ctx, b.c, calls)
+	if err != nil && strings.Contains(err.Error(), "rank: encoding mismatch") {
+		return nil, fmt.Errorf("%w: %v", ErrEncodingMismatch, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("rank: write %s: %w", b.cfg.Name, err)
 	}
@@ -126,6 +161,12 @@ func (b *Board) Apply(ctx context.Context, updates []Update) ([]int64, error) {
 		return scores, fmt.Errorf("%w: %d of %d updates rejected (0..%d)", ErrScoreRange, rejected, len(updates), b.maxScore)
 	}
 	return scores, nil
+}
+
+func newRequestID() string {
+	var id [16]byte
+	rand.Read(id[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(id[:])
 }
 
 func (b *Board) validate(u Update) error {

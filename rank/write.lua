@@ -1,28 +1,47 @@
 -- Apply score updates to one leaderboard shard.
 -- KEYS[1] the shard's sorted set
+-- KEYS[2] the shard's encoding record: ARGV[5] as first written
+-- KEYS[3] this call's request key: holds the reply for ARGV[6] ms, so a
+--         replay of the call (a client retrying after a lost reply) gets the
+--         first answer and changes nothing
 -- ARGV[1] 2^timeBits: a member's stored value is score * ARGV[1] + rest
 -- ARGV[2] the largest score allowed
 -- ARGV[3] rest for this call's time: 2^timeBits - 1 - tick, so that at one
 --         score whoever got there first (smaller tick) sorts higher
--- ARGV[4] absolute expiry in ms for the key, 0 for none
--- ARGV[5..] triples: mode ('s' set, 'a' add, 'b' keep best), member, value
+-- ARGV[4] absolute expiry in ms for the keys, 0 for none
+-- ARGV[5] the writer's encoding (epoch, lifetime, resolution)
+-- ARGV[6] how long the request key is kept, ms
+-- ARGV[7..] triples: mode ('s' set, 'a' add, 'b' keep best), member, value
 -- Returns one integer per triple: the member's score after its update, or -1
--- when the update would leave 0..ARGV[2] (that update is not applied).
+-- when the update would leave 0..ARGV[2] (that update is not applied); an
+-- error when the shard was written with another encoding.
 -- Updates apply in order; all scores are read with one ZMSCORE and all
 -- changes written with one ZADD.
+local done = redis.call('GET', KEYS[3])
+if done then
+  local out = {}
+  for v in string.gmatch(done, '[^,]+') do out[#out + 1] = tonumber(v) end
+  return out
+end
+local encoding = redis.call('GET', KEYS[2])
+if encoding and encoding ~= ARGV[5] then
+  return redis.error_reply('rank: encoding mismatch: board written with ' .. encoding .. ', this writer uses ' .. ARGV[5])
+end
+if not encoding then redis.call('SET', KEYS[2], ARGV[5]) end
+
 local span = tonumber(ARGV[1])
 local maxScore = tonumber(ARGV[2])
 local rest = tonumber(ARGV[3])
 
 local members = {}
-for i = 5, #ARGV, 3 do members[#members + 1] = ARGV[i + 1] end
+for i = 7, #ARGV, 3 do members[#members + 1] = ARGV[i + 1] end
 local stored = redis.call('ZMSCORE', KEYS[1], unpack(members))
 
 local cur, known = {}, {}   -- running score per member (nil: absent)
 local changed, order = {}, {}
 local out = {}
 for n = 1, #members do
-  local i = 5 + (n - 1) * 3
+  local i = 7 + (n - 1) * 3
   local mode, member, value = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   if not known[member] then
     known[member] = true
@@ -54,5 +73,11 @@ if #order > 0 then
   end
   redis.call('ZADD', KEYS[1], unpack(args))
 end
-if tonumber(ARGV[4]) > 0 then redis.call('PEXPIREAT', KEYS[1], ARGV[4]) end
+if tonumber(ARGV[4]) > 0 then
+  redis.call('PEXPIREAT', KEYS[1], ARGV[4])
+  redis.call('PEXPIREAT', KEYS[2], ARGV[4])
+end
+local reply = {}
+for n = 1, #out do reply[n] = string.format('%.0f', out[n]) end
+redis.call('SET', KEYS[3], table.concat(reply, ','), 'PX', ARGV[6])
 return out
