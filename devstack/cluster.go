@@ -127,11 +127,11 @@ func (rc *RedisCluster) configure(ctx context.Context) error {
 			if !strings.Contains(info, "cluster_state:ok") {
 				return false, nil
 			}
-			slots, err := c.ClusterSlots(ctx).Result()
+			shards, err := c.ClusterShards(ctx).Result()
 			if err != nil {
 				return false, err
 			}
-			view := describeSlots(slots)
+			view := describeShards(shards)
 			if len(view) != clusterMasters {
 				return false, nil
 			}
@@ -145,19 +145,26 @@ func (rc *RedisCluster) configure(ctx context.Context) error {
 	})
 }
 
-// describeSlots renders CLUSTER SLOTS as comparable strings, and only counts
-// ranges that already have their replica.
-func describeSlots(slots []redis.ClusterSlot) []string {
+// describeShards renders CLUSTER SHARDS as comparable strings, and only
+// counts shards that already have their replica online.
+func describeShards(shards []redis.ClusterShard) []string {
 	var out []string
-	for _, s := range slots {
-		if len(s.Nodes) != 1+clusterReplicas {
+	for _, sh := range shards {
+		var ids []string
+		for _, n := range sh.Nodes {
+			if n.Health == "online" {
+				ids = append(ids, n.Role+"="+n.ID)
+			}
+		}
+		if len(ids) != 1+clusterReplicas || len(sh.Slots) == 0 {
 			continue
 		}
-		ids := make([]string, len(s.Nodes))
-		for i, n := range s.Nodes {
-			ids[i] = n.ID
+		sort.Strings(ids)
+		var ranges []string
+		for _, r := range sh.Slots {
+			ranges = append(ranges, fmt.Sprintf("%d-%d", r.Start, r.End))
 		}
-		out = append(out, fmt.Sprintf("%d-%d:%s", s.Start, s.End, strings.Join(ids, ",")))
+		out = append(out, strings.Join(ranges, ",")+":"+strings.Join(ids, ","))
 	}
 	sort.Strings(out)
 	return out

@@ -31,7 +31,8 @@ func TestGenes(t *testing.T) {
 	if _, err := (Genes{}).Make(1, 0); err == nil {
 		t.Error("zero Genes accepted")
 	}
-	if g.Of("user-42") != g.Of("user-42") || g.Of("user-42") > 255 {
-		t.Error("Of must be stable and fit the bits")
+	first := g.Of("user-42")
+	if again := g.Of("user-42"); again != first || first > 255 {
+		t.Errorf("Of(user-42) = %d then %d: must be stable and fit 8 bits", first, again)
 	}
 }

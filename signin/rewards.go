@@ -76,8 +76,15 @@ type Ledger struct {
 	db *sqlx.DB
 }
 
-// NewLedger returns a ledger on db; Migrate creates its tables.
-func NewLedger(db *sqlx.DB) *Ledger { return &Ledger{db: db} }
+// NewLedger returns a ledger on db (MySQL 8 / MariaDB 10.6+ through the
+// "mysql" driver, or SQLite through "sqlite", whose pool it limits to one
+// connection); Migrate creates its tables.
+func NewLedger(db *sqlx.DB) (*Ledger, error) {
+	if err := sqlutil.Check(db, "signin"); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return &Ledger{db: db}, nil
+}
 
 // Migrate creates the ledger, balance and backup tables if missing.
 func (l *Ledger) Migrate(ctx context.Context) error {

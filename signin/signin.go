@@ -40,6 +40,8 @@ var (
 	ErrInvalidUser = errors.New("signin: invalid user id")
 	// ErrBadTask is a reward task or message that can never be granted.
 	ErrBadTask = errors.New("signin: bad reward task")
+	// ErrConfig is wrapped by every configuration error.
+	ErrConfig = errors.New("signin: bad config")
 )
 
 // Config configures a Service. Zero values take the defaults in brackets.
@@ -98,13 +100,13 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 	}
 	switch {
 	case rdb == nil:
-		return nil, errors.New("signin: nil Redis client")
+		return nil, fmt.Errorf("%w: nil Redis client", ErrConfig)
 	case cfg.Buckets < 1 || cfg.Buckets > 16384:
-		return nil, fmt.Errorf("signin: %d buckets (1..16384)", cfg.Buckets)
+		return nil, fmt.Errorf("%w: %d buckets (1..16384)", ErrConfig, cfg.Buckets)
 	case cfg.BonusEvery < 1 || cfg.MakeUpWindow < 1 || cfg.MakeUpWindow > 300:
-		return nil, fmt.Errorf("signin: bonus every %d days, make-up window %d days", cfg.BonusEvery, cfg.MakeUpWindow)
+		return nil, fmt.Errorf("%w: bonus every %d days, make-up window %d days", ErrConfig, cfg.BonusEvery, cfg.MakeUpWindow)
 	case cfg.DailyPoints < 0 || cfg.BonusPoints < 0:
-		return nil, errors.New("signin: negative points")
+		return nil, fmt.Errorf("%w: negative points", ErrConfig)
 	}
 	return &Service{rdb: rdb, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "signin"))}, nil
 }

@@ -34,7 +34,10 @@ func newService(t *testing.T, r *testenv.Redis, clk *testenv.Clock, cfg signin.C
 func newLedger(t *testing.T) (*signin.Ledger, *sqlx.DB) {
 	t.Helper()
 	db := testenv.NewSQL(t)
-	l := signin.NewLedger(db)
+	l, err := signin.NewLedger(db)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := l.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}

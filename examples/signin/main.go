@@ -34,7 +34,8 @@ func main() {
 	shanghai, _ := time.LoadLocation("Asia/Shanghai")
 	svc, err := signin.New(r.Client, signin.Config{Namespace: ns, Location: shanghai})
 	check(err)
-	ledger := signin.NewLedger(sqlb.DB)
+	ledger, err := signin.NewLedger(sqlb.DB)
+	check(err)
 	check(ledger.Migrate(ctx))
 
 	users := []string{"ann", "bo", "cy"}

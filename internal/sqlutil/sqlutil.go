@@ -1,32 +1,182 @@
 // Package sqlutil holds the few things casebook's SQL code must know about
-// the two dialects it runs on, MySQL/MariaDB and SQLite.
+// the dialects it runs on — MySQL 8 / MariaDB 10.6+ and SQLite — without
+// linking either driver: a service that imports a block brings its own
+// driver (github.com/go-sql-driver/mysql or modernc.org/sqlite), and the
+// block recognises that driver's errors by their shape.
 package sqlutil
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"strconv"
+	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
-	"modernc.org/sqlite"
+)
+
+// MySQL and SQLite error codes the blocks act on.
+const (
+	mysqlDuplicate       = 1062
+	mysqlLockWaitTimeout = 1205
+	mysqlDeadlock        = 1213
+	sqliteBusy           = 5
+	sqliteLocked         = 6
+	sqlitePrimaryKey     = 1555 // SQLITE_CONSTRAINT_PRIMARYKEY
+	sqliteUnique         = 2067 // SQLITE_CONSTRAINT_UNIQUE
 )
 
 // IsDuplicate reports whether err is a unique-key violation: MySQL error 1062
 // or SQLite's SQLITE_CONSTRAINT_PRIMARYKEY / SQLITE_CONSTRAINT_UNIQUE.
 func IsDuplicate(err error) bool {
-	var my *mysql.MySQLError
-	if errors.As(err, &my) {
-		return my.Number == 1062
+	if n, ok := mysqlNumber(err); ok {
+		return n == mysqlDuplicate
 	}
-	var lite *sqlite.Error
-	if errors.As(err, &lite) {
-		return lite.Code() == 1555 || lite.Code() == 2067
+	if c, ok := sqliteCode(err); ok {
+		return c == sqlitePrimaryKey || c == sqliteUnique
+	}
+	return false
+}
+
+// IsRetryable reports whether err aborted a transaction that may simply be
+// run again: a MySQL deadlock (1213) or lock wait timeout (1205), SQLSTATE
+// 40001 (serialization failure), or SQLite busy / locked.
+func IsRetryable(err error) bool {
+	if n, ok := mysqlNumber(err); ok {
+		return n == mysqlDeadlock || n == mysqlLockWaitTimeout || mysqlState(err) == "40001"
+	}
+	if c, ok := sqliteCode(err); ok {
+		return c&0xff == sqliteBusy || c&0xff == sqliteLocked
+	}
+	return false
+}
+
+// Retry runs fn until it returns nil or an error IsRetryable does not accept,
+// at most attempts times, pausing with jittered exponential backoff (from
+// 5 ms, capped at 500 ms) between tries and stopping early when ctx ends.
+func Retry(ctx context.Context, attempts int, fn func() error) error {
+	pause := 5 * time.Millisecond
+	for i := 1; ; i++ {
+		err := fn()
+		if err == nil || !IsRetryable(err) || i >= attempts {
+			return err
+		}
+		t := time.NewTimer(pause/2 + rand.N(pause))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (gave up retrying: %w)", err, ctx.Err())
+		case <-t.C:
+		}
+		pause = min(2*pause, 500*time.Millisecond)
+	}
+}
+
+// mysqlNumber finds a go-sql-driver *mysql.MySQLError in err's chain and
+// returns its Number, without importing the driver.
+func mysqlNumber(err error) (uint16, bool) {
+	v, ok := driverError(err, "MySQLError")
+	if !ok {
+		return 0, false
+	}
+	f := v.FieldByName("Number")
+	if f.Kind() != reflect.Uint16 {
+		return 0, false
+	}
+	return uint16(f.Uint()), true
+}
+
+func mysqlState(err error) string {
+	v, ok := driverError(err, "MySQLError")
+	if !ok {
+		return ""
+	}
+	f := v.FieldByName("SQLState")
+	if f.Kind() != reflect.Array || f.Len() != 5 {
+		return ""
+	}
+	b := make([]byte, 5)
+	for i := range b {
+		b[i] = byte(f.Index(i).Uint())
+	}
+	return string(b)
+}
+
+// driverError returns the struct behind the first error in err's chain whose
+// type is a pointer to a struct named name.
+func driverError(err error, name string) (reflect.Value, bool) {
+	var found reflect.Value
+	walk(err, func(e error) bool {
+		v := reflect.ValueOf(e)
+		if v.Kind() == reflect.Pointer && !v.IsNil() && v.Elem().Kind() == reflect.Struct && v.Elem().Type().Name() == name {
+			found = v.Elem()
+			return true
+		}
+		return false
+	})
+	return found, found.IsValid()
+}
+
+// sqliteCode finds modernc.org/sqlite's *sqlite.Error (which has a Code()
+// int method) in err's chain.
+func sqliteCode(err error) (int, bool) {
+	var code int
+	ok := walk(err, func(e error) bool {
+		c, isCoded := e.(interface{ Code() int })
+		if isCoded && reflect.TypeOf(e).String() == "*sqlite.Error" {
+			code = c.Code()
+			return true
+		}
+		return false
+	})
+	return code, ok
+}
+
+// walk visits err's chain (both Unwrap forms) until visit returns true.
+func walk(err error, visit func(error) bool) bool {
+	for err != nil {
+		if visit(err) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if walk(e, visit) {
+					return true
+				}
+			}
+			return false
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		default:
+			return false
+		}
 	}
 	return false
 }
 
 // IsMySQL reports whether db speaks MySQL/MariaDB (otherwise SQLite).
 func IsMySQL(db *sqlx.DB) bool { return db.DriverName() == "mysql" }
+
+// Check verifies that db is one of the supported dialects and readies a
+// SQLite pool: SQLite allows one writer at a time, and concurrent
+// connections of one pool then fail DDL and writes with SQLITE_BUSY, so a
+// SQLite pool is limited to one open connection (which serialises its use in
+// this process, as SQLite would anyway). Blocks call it from New.
+func Check(db *sqlx.DB, block string) error {
+	if db == nil {
+		return fmt.Errorf("%s: nil database", block)
+	}
+	switch db.DriverName() {
+	case "mysql":
+	case "sqlite", "sqlite3":
+		db.SetMaxOpenConns(1)
+	default:
+		return fmt.Errorf("%s: database driver %q: supported are \"mysql\" (MySQL 8, MariaDB 10.6+) and \"sqlite\"", block, db.DriverName())
+	}
+	return nil
+}
 
 // BinaryKey is a column type for case-sensitive ASCII keys (codes, ids): in
 // MySQL a binary collation, whatever the database default; SQLite compares
