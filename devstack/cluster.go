@@ -44,7 +44,7 @@ func StartRedisCluster(ctx context.Context) (*RedisCluster, error) {
 	}
 	if err := rc.configure(ctx); err != nil {
 		rc.Close()
-		return nil, fmt.Errorf("backend: configure redis cluster: %w", err)
+		return nil, fmt.Errorf("devstack: configure redis cluster: %w", err)
 	}
 	return rc, nil
 }

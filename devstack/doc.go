@@ -1,7 +1,13 @@
-// Package backend opens the servers casebook runs on — Redis, a Redis Cluster,
-// a SQL database and Kafka — either real ones named by the caller or embedded
-// throw-away ones, so that tests, examples and the benchmark harness share one
-// way of reaching them.
+// Package devstack opens the servers casebook runs on — Redis, a Redis
+// Cluster, a SQL database and Kafka — either real ones named by the caller or
+// embedded throw-away ones, so that tests, the examples, the benchmark
+// harness and a service's own development setup share one way of reaching
+// them. Open(ctx, FromEnv(), …) is what every example does; Run gives a
+// program clean exits (signals, errors) so nothing it spawned is left behind.
+//
+// It is for development and tests: it links both SQL drivers, miniredis and
+// kfake, which no block package does. A production service opens its own
+// clients and hands them to the blocks.
 //
 // Embedded defaults, in order of preference:
 //

@@ -53,7 +53,7 @@ func OpenRedis(ctx context.Context, addr string) (*Redis, error) {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		if err := c.Ping(ctx).Err(); err != nil {
 			c.Close()
-			return nil, fmt.Errorf("backend: redis %s: %w", addr, err)
+			return nil, fmt.Errorf("devstack: redis %s: %w", addr, err)
 		}
 		return &Redis{Client: c, Kind: External, Addrs: []string{addr}, closers: []func() error{c.Close}}, nil
 	}
@@ -67,7 +67,7 @@ func OpenRedis(ctx context.Context, addr string) (*Redis, error) {
 	}
 	m, err := miniredis.Run()
 	if err != nil {
-		return nil, fmt.Errorf("backend: miniredis: %w", err)
+		return nil, fmt.Errorf("devstack: miniredis: %w", err)
 	}
 	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	return &Redis{Client: c, Kind: Miniredis, Addrs: []string{m.Addr()}, closers: []func() error{c.Close, func() error { m.Close(); return nil }}}, nil
@@ -94,7 +94,7 @@ func OpenRedisCluster(ctx context.Context, addrs []string) (*Redis, error) {
 		return m.Ping(ctx).Err()
 	}); err != nil {
 		r.Close()
-		return nil, fmt.Errorf("backend: redis cluster %v: %w", addrs, err)
+		return nil, fmt.Errorf("devstack: redis cluster %v: %w", addrs, err)
 	}
 	return r, nil
 }
@@ -121,24 +121,24 @@ func OpenSQL(ctx context.Context, dsn, prefix string) (*SQL, error) {
 	}
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("backend: mysql dsn: %w", err)
+		return nil, fmt.Errorf("devstack: mysql dsn: %w", err)
 	}
 	cfg.DBName = ""
 	cfg.ParseTime = true
 	admin, err := sqlx.ConnectContext(ctx, "mysql", cfg.FormatDSN())
 	if err != nil {
-		return nil, fmt.Errorf("backend: mysql: %w", err)
+		return nil, fmt.Errorf("devstack: mysql: %w", err)
 	}
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
 		admin.Close()
-		return nil, fmt.Errorf("backend: create database %s: %w", name, err)
+		return nil, fmt.Errorf("devstack: create database %s: %w", name, err)
 	}
 	cfg.DBName = name
 	db, err := sqlx.ConnectContext(ctx, "mysql", cfg.FormatDSN())
 	if err != nil {
 		admin.ExecContext(ctx, "DROP DATABASE `"+name+"`")
 		admin.Close()
-		return nil, fmt.Errorf("backend: mysql %s: %w", name, err)
+		return nil, fmt.Errorf("devstack: mysql %s: %w", name, err)
 	}
 	db.SetMaxOpenConns(64)
 	db.SetMaxIdleConns(64)
@@ -152,9 +152,9 @@ func OpenSQL(ctx context.Context, dsn, prefix string) (*SQL, error) {
 }
 
 func openSQLite(name string) (*SQL, error) {
-	dir, err := os.MkdirTemp("", "casebook-sqlite-")
+	dir, err := tempDir("sqlite")
 	if err != nil {
-		return nil, fmt.Errorf("backend: sqlite dir: %w", err)
+		return nil, fmt.Errorf("devstack: sqlite dir: %w", err)
 	}
 	path := filepath.Join(dir, name+".db")
 	// busy_timeout makes writers queue instead of failing with SQLITE_BUSY;
@@ -164,7 +164,7 @@ func openSQLite(name string) (*SQL, error) {
 	db, err := sqlx.Open("sqlite", dsn)
 	if err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("backend: sqlite: %w", err)
+		return nil, fmt.Errorf("devstack: sqlite: %w", err)
 	}
 	// SQLite has one writer. A single connection makes every caller queue
 	// here instead of meeting SQLITE_BUSY, or SQLITE_SCHEMA when another
@@ -178,7 +178,7 @@ func openSQLite(name string) (*SQL, error) {
 	if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
 		db.Close()
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("backend: sqlite WAL: %w", err)
+		return nil, fmt.Errorf("devstack: sqlite WAL: %w", err)
 	}
 	remove := func() error {
 		db.Close()
@@ -210,7 +210,7 @@ func OpenKafka(brokers []string) (*Kafka, error) {
 	}
 	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(8))
 	if err != nil {
-		return nil, fmt.Errorf("backend: kfake: %w", err)
+		return nil, fmt.Errorf("devstack: kfake: %w", err)
 	}
 	return &Kafka{Brokers: c.ListenAddrs(), Kind: KFake, closer: c.Close}, nil
 }
@@ -270,6 +270,6 @@ func DeleteKeys(ctx context.Context, c redis.UniversalClient, pattern string) er
 	case *redis.Client:
 		return del(ctx, c)
 	default:
-		return fmt.Errorf("backend: cannot scan a %T", c)
+		return fmt.Errorf("devstack: cannot scan a %T", c)
 	}
 }

@@ -16,7 +16,7 @@ import (
 
 // ErrNoRedisServer is returned when a redis-server process is needed but the
 // binary is not on PATH.
-var ErrNoRedisServer = errors.New("backend: redis-server binary not found on PATH")
+var ErrNoRedisServer = errors.New("devstack: redis-server binary not found on PATH")
 
 // RedisServer is a redis-server process this package spawned. It listens on
 // 127.0.0.1 only and keeps its files in its own temporary directory.
@@ -42,9 +42,9 @@ func StartRedisServer(ctx context.Context, extra ...string) (*RedisServer, error
 	if !HaveRedisServer() {
 		return nil, ErrNoRedisServer
 	}
-	dir, err := os.MkdirTemp("", "casebook-redis-")
+	dir, err := tempDir("redis")
 	if err != nil {
-		return nil, fmt.Errorf("backend: redis temp dir: %w", err)
+		return nil, fmt.Errorf("devstack: redis temp dir: %w", err)
 	}
 	// Another process may take the port between our probe and redis' bind:
 	// retry with a fresh port a few times.
@@ -66,7 +66,7 @@ func StartRedisServer(ctx context.Context, extra ...string) (*RedisServer, error
 		}
 	}
 	os.RemoveAll(dir)
-	return nil, fmt.Errorf("backend: start redis-server: %w", lastErr)
+	return nil, fmt.Errorf("devstack: start redis-server: %w", lastErr)
 }
 
 func (s *RedisServer) start(ctx context.Context) error {

@@ -27,7 +27,7 @@ import (
 
 func main() {
 	ctx := context.Background()
-	st, err := devstack.OpenStack(ctx, "casebook_seckill", os.Stderr)
+	st, err := devstack.Open(ctx, devstack.FromEnv(), "casebook_seckill", os.Stderr)
 	check(err)
 	defer st.Close()
 	r, k, sqlb := st.Redis, st.Kafka, st.SQL

@@ -32,10 +32,10 @@ import (
 
 // Environment variables read by this package (and by the benchmark harness).
 const (
-	EnvRedisAddr    = "CASEBOOK_REDIS_ADDR"
-	EnvRedisCluster = "CASEBOOK_REDIS_CLUSTER"
-	EnvMySQLDSN     = "CASEBOOK_MYSQL_DSN"
-	EnvKafkaBrokers = "CASEBOOK_KAFKA_BROKERS"
+	EnvRedisAddr    = devstack.EnvRedisAddr
+	EnvRedisCluster = devstack.EnvRedisCluster
+	EnvMySQLDSN     = devstack.EnvMySQLDSN
+	EnvKafkaBrokers = devstack.EnvKafkaBrokers
 	EnvRequireReal  = "CASEBOOK_REQUIRE_REAL"
 )
 

@@ -1,0 +1,167 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+)
+
+// Environment variables that name real servers.
+const (
+	EnvRedisAddr    = "CASEBOOK_REDIS_ADDR"
+	EnvRedisCluster = "CASEBOOK_REDIS_CLUSTER"
+	EnvMySQLDSN     = "CASEBOOK_MYSQL_DSN"
+	EnvKafkaBrokers = "CASEBOOK_KAFKA_BROKERS"
+)
+
+// Env names the servers a program should use; empty fields get embedded
+// stand-ins.
+type Env struct {
+	RedisAddr    string   // one Redis, host:port
+	RedisCluster []string // Redis Cluster nodes; wins over RedisAddr
+	// MySQLDSN is a go-sql-driver DSN. Naming a database
+	// ("user@tcp(host:3306)/links") uses that database, created if missing
+	// and kept; naming none ("user@tcp(host:3306)/") creates a scratch
+	// database that Close drops.
+	MySQLDSN     string
+	KafkaBrokers []string
+}
+
+// FromEnv reads CASEBOOK_REDIS_ADDR, CASEBOOK_REDIS_CLUSTER,
+// CASEBOOK_MYSQL_DSN and CASEBOOK_KAFKA_BROKERS (lists comma-separated).
+func FromEnv() Env {
+	return Env{
+		RedisAddr:    os.Getenv(EnvRedisAddr),
+		RedisCluster: SplitList(os.Getenv(EnvRedisCluster)),
+		MySQLDSN:     os.Getenv(EnvMySQLDSN),
+		KafkaBrokers: SplitList(os.Getenv(EnvKafkaBrokers)),
+	}
+}
+
+// Stack is the set of backends a program runs on.
+type Stack struct {
+	Redis *Redis
+	Kafka *Kafka
+	SQL   *SQL
+}
+
+// Open opens what env names and embedded stand-ins for the rest: Redis is
+// env's cluster, else env's single node, else a spawned six-node cluster,
+// else (no redis-server binary) one embedded Redis, said on w; SQL is
+// env's MySQL (see Env.MySQLDSN) or a SQLite file in a directory of this
+// run; Kafka is env's brokers or an in-process kfake cluster. name labels
+// scratch databases and files.
+func Open(ctx context.Context, env Env, name string, w io.Writer) (*Stack, error) {
+	s := &Stack{}
+	var err error
+	if s.Redis, err = openRedisFor(ctx, env, w); err != nil {
+		return nil, err
+	}
+	if s.Kafka, err = OpenKafka(env.KafkaBrokers); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.SQL, err = openSQLFor(ctx, env.MySQLDSN, name); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func openRedisFor(ctx context.Context, env Env, w io.Writer) (*Redis, error) {
+	if len(env.RedisCluster) > 0 {
+		return OpenRedisCluster(ctx, env.RedisCluster)
+	}
+	if env.RedisAddr != "" {
+		return OpenRedis(ctx, env.RedisAddr)
+	}
+	r, err := OpenRedisCluster(ctx, nil)
+	if errors.Is(err, ErrNoRedisServer) {
+		fmt.Fprintln(w, "note: no redis-server binary, so no local Redis Cluster; using one embedded Redis instead")
+		return OpenRedis(ctx, "")
+	}
+	return r, err
+}
+
+func openSQLFor(ctx context.Context, dsn, name string) (*SQL, error) {
+	if dsn == "" {
+		return OpenSQL(ctx, "", name)
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("devstack: mysql dsn: %w", err)
+	}
+	if cfg.DBName == "" {
+		return OpenSQL(ctx, dsn, name)
+	}
+	return openNamedMySQL(ctx, cfg)
+}
+
+// openNamedMySQL uses the DSN's database, creating it if missing; Close
+// keeps it.
+func openNamedMySQL(ctx context.Context, cfg *mysql.Config) (*SQL, error) {
+	name := cfg.DBName
+	cfg.DBName = ""
+	admin, err := sqlx.ConnectContext(ctx, "mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, fmt.Errorf("devstack: mysql: %w", err)
+	}
+	_, err = admin.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+	admin.Close()
+	if err != nil {
+		return nil, fmt.Errorf("devstack: create database %s: %w", name, err)
+	}
+	cfg.DBName = name
+	cfg.ParseTime = true
+	db, err := sqlx.ConnectContext(ctx, "mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, fmt.Errorf("devstack: mysql %s: %w", name, err)
+	}
+	return &SQL{DB: db, Kind: External, Name: name, closer: db.Close}, nil
+}
+
+// OpenClusterOrStandalone is the Redis part of Open: the cluster at addrs,
+// else a spawned cluster, else one embedded Redis (said on w).
+func OpenClusterOrStandalone(ctx context.Context, addrs []string, w io.Writer) (*Redis, error) {
+	return openRedisFor(ctx, Env{RedisCluster: addrs}, w)
+}
+
+// Close closes whatever was opened, stopping what was spawned and removing
+// scratch databases and files.
+func (s *Stack) Close() error {
+	var errs []error
+	if s.SQL != nil {
+		errs = append(errs, s.SQL.Close())
+	}
+	if s.Kafka != nil {
+		errs = append(errs, s.Kafka.Close())
+	}
+	if s.Redis != nil {
+		errs = append(errs, s.Redis.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs a program's body so that it always cleans up: SIGINT and SIGTERM
+// cancel ctx (the body returns and its defers run), a closed stdout pipe
+// becomes a write error instead of killing the process, and an error from
+// the body is printed and exits with status 1 — after its defers ran, unlike
+// log.Fatal inside it.
+func Run(body func(ctx context.Context) error) {
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := body(ctx)
+	stop()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		log.Print(err)
+		os.Exit(1)
+	}
+}
