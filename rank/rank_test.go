@@ -92,52 +92,50 @@ func same(a, b []rank.Entry) bool {
 // writes within one millisecond — into boards of 1, 7 and 64 shards and a
 // reference model, and checks that all agree on Top, Rank, Around and Page.
 func TestAgainstModel(t *testing.T) {
-	for name, r := range map[string]*testenv.Redis{"redis": testenv.NewRedis(t), "cluster": testenv.NewRedisCluster(t)} {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			clk := testenv.NewClock(epoch.Add(time.Hour))
-			var boards []*rank.Board
-			for _, n := range []int{1, 7, 64} {
-				boards = append(boards, newBoard(t, r, fmt.Sprintf("prop%d", n), n, clk.Now))
-			}
-			m := &model{score: map[string]int64{}, tick: map[string]int64{}}
-			rng := rand.New(rand.NewPCG(7, 11))
-			for round := range 30 {
-				for range 40 {
-					member := fmt.Sprintf("p%02d", rng.IntN(60))
-					ops := []string{"set", "add", "best", "remove", "add"}
-					op := ops[rng.IntN(len(ops))]
-					v := rng.Int64N(12)
-					if op == "add" && rng.IntN(4) == 0 {
-						v = -v
-					}
-					tick := clk.Now().Sub(epoch).Milliseconds()
-					m.apply(op, member, v, tick)
-					for _, b := range boards {
-						var err error
-						switch op {
-						case "set":
-							_, err = b.Set(ctx, member, v)
-						case "add":
-							_, err = b.Add(ctx, member, v)
-						case "best":
-							_, err = b.Best(ctx, member, v)
-						case "remove":
-							err = b.Remove(ctx, member)
-						}
-						if err != nil && !errors.Is(err, rank.ErrScoreRange) {
-							t.Fatal(err)
-						}
-					}
-					clk.Add(time.Duration(rng.IntN(2)) * time.Millisecond) // half the writes share a tick
+	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		ctx := context.Background()
+		clk := testenv.NewClock(epoch.Add(time.Hour))
+		var boards []*rank.Board
+		for _, n := range []int{1, 7, 64} {
+			boards = append(boards, newBoard(t, r, fmt.Sprintf("prop%d", n), n, clk.Now))
+		}
+		m := &model{score: map[string]int64{}, tick: map[string]int64{}}
+		rng := rand.New(rand.NewPCG(7, 11))
+		for round := range 30 {
+			for range 40 {
+				member := fmt.Sprintf("p%02d", rng.IntN(60))
+				ops := []string{"set", "add", "best", "remove", "add"}
+				op := ops[rng.IntN(len(ops))]
+				v := rng.Int64N(12)
+				if op == "add" && rng.IntN(4) == 0 {
+					v = -v
 				}
-				want := m.sorted()
+				tick := clk.Now().Sub(epoch).Milliseconds()
+				m.apply(op, member, v, tick)
 				for _, b := range boards {
-					checkBoard(t, ctx, b, want, rng, round)
+					var err error
+					switch op {
+					case "set":
+						_, err = b.Set(ctx, member, v)
+					case "add":
+						_, err = b.Add(ctx, member, v)
+					case "best":
+						_, err = b.Best(ctx, member, v)
+					case "remove":
+						err = b.Remove(ctx, member)
+					}
+					if err != nil && !errors.Is(err, rank.ErrScoreRange) {
+						t.Fatal(err)
+					}
 				}
+				clk.Add(time.Duration(rng.IntN(2)) * time.Millisecond) // half the writes share a tick
 			}
-		})
-	}
+			want := m.sorted()
+			for _, b := range boards {
+				checkBoard(t, ctx, b, want, rng, round)
+			}
+		}
+	})
 }
 
 func checkBoard(t *testing.T, ctx context.Context, b *rank.Board, want []rank.Entry, rng *rand.Rand, round int) {

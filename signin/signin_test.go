@@ -122,48 +122,46 @@ func noon(d signin.Date) time.Time { return time.Date(d.Year, d.Month, d.Day, 12
 // 1000 goroutines sign 100 users in on one day: each user is signed once and
 // rewarded once.
 func TestConcurrentSignsGrantOnce(t *testing.T) {
-	for name, r := range map[string]*testenv.Redis{"redis": testenv.NewRedis(t), "cluster": testenv.NewRedisCluster(t)} {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			clk := &testenv.Clock{}
-			clk.Set(noon(day(2026, 11, 30)))
-			s := newService(t, r, clk, signin.Config{Buckets: 16})
-			ledger, _ := newLedger(t)
-			var fresh, repeat atomic.Int64
-			var wg sync.WaitGroup
-			for g := range 1000 {
-				wg.Go(func() {
-					res, err := s.Sign(ctx, fmt.Sprintf("user-%d", g%100), clk.Now())
-					switch {
-					case err != nil:
-						t.Error(err)
-					case res.AlreadySigned && res.Points == 0 && res.Streak == 1:
-						repeat.Add(1)
-					case !res.AlreadySigned && res.Points == 10 && res.Streak == 1:
-						fresh.Add(1)
-					default:
-						t.Errorf("unexpected %+v", res)
-					}
-				})
-			}
-			wg.Wait()
-			if fresh.Load() != 100 || repeat.Load() != 900 {
-				t.Fatalf("%d fresh sign-ins and %d repeats, want 100 and 900", fresh.Load(), repeat.Load())
-			}
-			p := newPipeline(t, r, s, nil)
-			if n := p.deliver(ctx, ledger); n != 100 {
-				t.Fatalf("%d reward tasks, want 100", n)
-			}
-			for u := range 100 {
-				user := fmt.Sprintf("user-%d", u)
-				bal, _ := ledger.Balance(ctx, user)
-				rows, _ := ledger.Entries(ctx, user)
-				if bal != 10 || rows != 1 {
-					t.Fatalf("%s: balance %d in %d rows, want 10 in 1", user, bal, rows)
+	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		ctx := context.Background()
+		clk := &testenv.Clock{}
+		clk.Set(noon(day(2026, 11, 30)))
+		s := newService(t, r, clk, signin.Config{Buckets: 16})
+		ledger, _ := newLedger(t)
+		var fresh, repeat atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 1000 {
+			wg.Go(func() {
+				res, err := s.Sign(ctx, fmt.Sprintf("user-%d", g%100), clk.Now())
+				switch {
+				case err != nil:
+					t.Error(err)
+				case res.AlreadySigned && res.Points == 0 && res.Streak == 1:
+					repeat.Add(1)
+				case !res.AlreadySigned && res.Points == 10 && res.Streak == 1:
+					fresh.Add(1)
+				default:
+					t.Errorf("unexpected %+v", res)
 				}
+			})
+		}
+		wg.Wait()
+		if fresh.Load() != 100 || repeat.Load() != 900 {
+			t.Fatalf("%d fresh sign-ins and %d repeats, want 100 and 900", fresh.Load(), repeat.Load())
+		}
+		p := newPipeline(t, r, s, nil)
+		if n := p.deliver(ctx, ledger); n != 100 {
+			t.Fatalf("%d reward tasks, want 100", n)
+		}
+		for u := range 100 {
+			user := fmt.Sprintf("user-%d", u)
+			bal, _ := ledger.Balance(ctx, user)
+			rows, _ := ledger.Entries(ctx, user)
+			if bal != 10 || rows != 1 {
+				t.Fatalf("%s: balance %d in %d rows, want 10 in 1", user, bal, rows)
 			}
-		})
-	}
+		}
+	})
 }
 
 // Thirty days from 17 December to 15 January: the streak runs on across the

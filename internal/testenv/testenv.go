@@ -158,6 +158,14 @@ func NewRedisCluster(t testing.TB) *Redis {
 	return forTest(t, r)
 }
 
+// EachRedis runs f as two subtests, "redis" on the standalone server and
+// "cluster" on the Redis Cluster, each opening its backend inside the
+// subtest: where there is no cluster only the cluster subtest skips.
+func EachRedis(t *testing.T, f func(t *testing.T, r *Redis)) {
+	t.Run("redis", func(t *testing.T) { f(t, NewRedis(t)) })
+	t.Run("cluster", func(t *testing.T) { f(t, NewRedisCluster(t)) })
+}
+
 // NewPrivateRedis spawns a redis-server for this test alone, with extra
 // arguments (such as "--appendonly", "yes"), stopped at cleanup. Tests that
 // restart or kill a server use it; it needs the binary (skip otherwise, fail
