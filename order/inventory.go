@@ -1,0 +1,196 @@
+package order
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/casebook-dev/casebook/internal/sqlutil"
+)
+
+// Stock is one SKU's inventory: units that can be sold, units reserved by
+// unpaid orders, units sold. Available + Locked + Sold changes only when
+// units are added.
+type Stock struct {
+	SKU       string `db:"sku"`
+	Price     int64  `db:"price"`
+	Available int64  `db:"available"`
+	Locked    int64  `db:"locked"`
+	Sold      int64  `db:"sold"`
+}
+
+// Reservation barrier states: a reservation (TCC "try") of one order's SKU,
+// then its confirm or cancel, each applied once.
+const (
+	barrierTried     = "tried"
+	barrierConfirmed = "confirmed"
+	barrierCancelled = "cancelled"
+)
+
+// PutSKU creates sku with a unit price and units to sell, or sets the price
+// and adds the units to an existing one.
+func (s *Service) PutSKU(ctx context.Context, sku string, price, units int64) error {
+	if err := validSKU(sku); err != nil {
+		return err
+	}
+	if price < 1 || units < 0 || price > maxMoney || units > maxQty {
+		return fmt.Errorf("%w: price %d, units %d", ErrInvalid, price, units)
+	}
+	sh := s.inventory.ByKey(sku)
+	q := `INSERT INTO ` + sh.Table + ` (sku, price, available, locked, sold) VALUES (?, ?, ?, 0, 0)
+		ON CONFLICT (sku) DO UPDATE SET price = excluded.price, available = available + excluded.available`
+	if s.isMySQL() {
+		q = `INSERT INTO ` + sh.Table + ` (sku, price, available, locked, sold) VALUES (?, ?, ?, 0, 0)
+			ON DUPLICATE KEY UPDATE price = VALUES(price), available = available + VALUES(available)`
+	}
+	if err := retry(ctx, func() error { _, err := sh.DB.ExecContext(ctx, q, sku, price, units); return err }); err != nil {
+		return fmt.Errorf("order: put sku %s: %w", sku, err)
+	}
+	return nil
+}
+
+// StockOf returns sku's inventory.
+func (s *Service) StockOf(ctx context.Context, sku string) (Stock, error) {
+	if err := validSKU(sku); err != nil {
+		return Stock{}, err
+	}
+	sh := s.inventory.ByKey(sku)
+	var st Stock
+	err := sh.DB.GetContext(ctx, &st, `SELECT sku, price, available, locked, sold FROM `+sh.Table+` WHERE sku = ?`, sku)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Stock{}, fmt.Errorf("%w: sku %s", ErrNotFound, sku)
+	}
+	if err != nil {
+		return Stock{}, fmt.Errorf("order: stock of %s: %w", sku, err)
+	}
+	return st, nil
+}
+
+// Reserve moves qty units of sku from available to locked for order (the
+// TCC "try"). It is keyed by (order, sku): a repeated Reserve changes
+// nothing; a Reserve after that reservation's Cancel (a "hanging" try) is
+// refused with ErrHanging; too few units is ErrOutOfStock and reserves
+// nothing.
+func (s *Service) Reserve(ctx context.Context, order int64, sku string, qty int64) error {
+	if err := validSKU(sku); err != nil {
+		return err
+	}
+	if qty < 1 || qty > maxQty {
+		return fmt.Errorf("%w: quantity %d", ErrInvalid, qty)
+	}
+	sh := s.inventory.ByKey(sku)
+	barrier := sibling(sh, "inventory_tx")
+	return inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO `+barrier+` (order_id, sku, qty, state, updated_at) VALUES (?, ?, ?, ?, ?)`,
+			order, sku, qty, barrierTried, s.now())
+		if sqlutil.IsDuplicate(err) {
+			var b struct {
+				Qty   int64  `db:"qty"`
+				State string `db:"state"`
+			}
+			if err := tx.GetContext(ctx, &b, `SELECT qty, state FROM `+barrier+` WHERE order_id = ? AND sku = ?`, order, sku); err != nil {
+				return fmt.Errorf("order: read reservation %d/%s: %w", order, sku, err)
+			}
+			switch {
+			case b.State == barrierCancelled:
+				return fmt.Errorf("%w: order %d, sku %s", ErrHanging, order, sku)
+			case b.Qty != qty:
+				return fmt.Errorf("%w: order %d already reserved %d of %s, not %d", ErrInvalid, order, b.Qty, sku, qty)
+			}
+			return nil // reserved (or sold) before
+		}
+		if err != nil {
+			return fmt.Errorf("order: reserve %d/%s: %w", order, sku, err)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE `+sh.Table+` SET available = available - ?, locked = locked + ?
+			WHERE sku = ? AND available >= ?`, qty, qty, sku, qty)
+		if err != nil {
+			return fmt.Errorf("order: reserve %d/%s: %w", order, sku, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			var known int
+			if err := tx.GetContext(ctx, &known, `SELECT COUNT(*) FROM `+sh.Table+` WHERE sku = ?`, sku); err != nil {
+				return fmt.Errorf("order: reserve %d/%s: %w", order, sku, err)
+			}
+			if known == 0 {
+				return fmt.Errorf("%w: sku %s", ErrNotFound, sku)
+			}
+			return fmt.Errorf("%w: %d of %s", ErrOutOfStock, qty, sku)
+		}
+		return nil
+	})
+}
+
+// Confirm turns order's reservation of sku into a sale (locked → sold),
+// once. Confirming a cancelled or missing reservation is
+// ErrIllegalTransition.
+func (s *Service) Confirm(ctx context.Context, order int64, sku string) error {
+	return s.settle(ctx, order, sku, barrierConfirmed)
+}
+
+// Cancel releases order's reservation of sku (locked → available), once. A
+// Cancel that arrives before its Reserve (null compensation) records the
+// cancel and changes no stock, so that the late Reserve is refused.
+// Cancelling a confirmed sale is ErrIllegalTransition.
+func (s *Service) Cancel(ctx context.Context, order int64, sku string) error {
+	return s.settle(ctx, order, sku, barrierCancelled)
+}
+
+func (s *Service) settle(ctx context.Context, order int64, sku, to string) error {
+	if err := validSKU(sku); err != nil {
+		return err
+	}
+	for {
+		err := s.settleOnce(ctx, order, sku, to)
+		if !sqlutil.IsDuplicate(err) {
+			return err
+		}
+		// A Reserve inserted the barrier between our read and our null
+		// compensation: settle again, now against its row.
+	}
+}
+
+func (s *Service) settleOnce(ctx context.Context, order int64, sku, to string) error {
+	sh := s.inventory.ByKey(sku)
+	barrier := sibling(sh, "inventory_tx")
+	return inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
+		var b struct {
+			Qty   int64  `db:"qty"`
+			State string `db:"state"`
+		}
+		err := tx.GetContext(ctx, &b, `SELECT qty, state FROM `+barrier+` WHERE order_id = ? AND sku = ?`+s.forUpdate(true), order, sku)
+		if errors.Is(err, sql.ErrNoRows) {
+			if to == barrierConfirmed {
+				return fmt.Errorf("%w: order %d never reserved %s", ErrIllegalTransition, order, sku)
+			}
+			// Null compensation: remember the cancel so a late try is refused.
+			_, err = tx.ExecContext(ctx, `INSERT INTO `+barrier+` (order_id, sku, qty, state, updated_at) VALUES (?, ?, 0, ?, ?)`,
+				order, sku, barrierCancelled, s.now())
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("order: read reservation %d/%s: %w", order, sku, err)
+		}
+		switch {
+		case b.State == to:
+			return nil // settled before
+		case b.State != barrierTried:
+			return fmt.Errorf("%w: reservation %d/%s is %s, cannot become %s", ErrIllegalTransition, order, sku, b.State, to)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE `+barrier+` SET state = ?, updated_at = ? WHERE order_id = ? AND sku = ? AND state = ?`,
+			to, s.now(), order, sku, barrierTried); err != nil {
+			return fmt.Errorf("order: settle %d/%s: %w", order, sku, err)
+		}
+		move := `locked = locked - ?, sold = sold + ?`
+		if to == barrierCancelled {
+			move = `locked = locked - ?, available = available + ?`
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE `+sh.Table+` SET `+move+` WHERE sku = ?`, b.Qty, b.Qty, sku); err != nil {
+			return fmt.Errorf("order: settle %d/%s: %w", order, sku, err)
+		}
+		return nil
+	})
+}

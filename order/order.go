@@ -1,0 +1,227 @@
+package order
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/sqlutil"
+	"github.com/casebook-dev/casebook/shard"
+)
+
+var (
+	// ErrConfig is wrapped by every configuration error.
+	ErrConfig = errors.New("order: bad config")
+	// ErrInvalid is wrapped by errors about bad input (a user id, a
+	// quantity, a SKU); nothing was written.
+	ErrInvalid = errors.New("order: invalid input")
+	// ErrNotFound is returned for an order, payment or SKU that does not
+	// exist.
+	ErrNotFound = errors.New("order: not found")
+	// ErrIllegalTransition is returned when an order is not in a state the
+	// operation may leave (paying a closed order, shipping an unpaid one);
+	// nothing was changed.
+	ErrIllegalTransition = errors.New("order: illegal transition")
+	// ErrConflict is returned when the order changed under a transition
+	// (another writer won); read it again and decide anew.
+	ErrConflict = errors.New("order: concurrent update")
+	// ErrOutOfStock is returned by Create when a SKU has too few units; the
+	// order is closed with reason ReasonOutOfStock.
+	ErrOutOfStock = errors.New("order: out of stock")
+	// ErrHanging is returned by a reservation that arrives after its cancel
+	// (a "hanging" try): it is refused and changes nothing.
+	ErrHanging = errors.New("order: reservation after its cancel")
+	// ErrRefundTooLarge is returned for a refund above what is left of the
+	// paid amount.
+	ErrRefundTooLarge = errors.New("order: refund exceeds the paid amount")
+	// ErrCallback is wrapped by payment callbacks that are refused (amount or
+	// currency mismatch, unknown payment); they are recorded, never applied.
+	ErrCallback = errors.New("order: payment callback refused")
+)
+
+// Config configures a Service. Zero values take the defaults in brackets.
+type Config struct {
+	// TablesPerDB is how many tables each database holds per logical table
+	// [8]: with 8 databases, 64 order tables (the seed's 8 × 8). The total
+	// must be a power of two ≤ 65,536, so that an order id's gene routes it.
+	TablesPerDB int
+	// Namespace prefixes every Redis key (the delay queues).
+	Namespace string
+	// Currency of every order and payment, ISO 4217 [CNY].
+	Currency string
+	// PayTimeout is how long an order waits for payment before it is closed
+	// and its reservations released [30m].
+	PayTimeout time.Duration
+	// AutoComplete is how long after shipping an order completes unless the
+	// buyer confirms first [240h, 10 days].
+	AutoComplete time.Duration
+	// IDStep is how many order numbers one lease of the id segment holds
+	// [1,000].
+	IDStep int64
+	// Now is the clock [time.Now].
+	Now func() time.Time
+}
+
+// Service records orders, their inventory reservations and payments in
+// sharded SQL. It is safe for concurrent use.
+type Service struct {
+	rdb       redis.UniversalClient
+	dbs       []*sqlx.DB
+	cfg       Config
+	orders    *shard.Router // orders, payments, callbacks, refunds: by user gene
+	inventory *shard.Router // inventory and reservation barriers: by SKU
+	genes     idgen.Genes
+	space     keys.Space
+	idSource  *idgen.SQLSource
+
+	idMu sync.Mutex
+	ids  *idgen.Segment
+}
+
+// New returns a Service over dbs (N databases; the README's 8 for the seed),
+// with rdb for the delay queues. Every database must use the same driver:
+// "mysql" (MySQL 8, MariaDB 10.6+) or "sqlite".
+func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error) {
+	cfg.TablesPerDB = cmp.Or(cfg.TablesPerDB, 8)
+	cfg.Currency = cmp.Or(cfg.Currency, "CNY")
+	cfg.PayTimeout = cmp.Or(cfg.PayTimeout, 30*time.Minute)
+	cfg.AutoComplete = cmp.Or(cfg.AutoComplete, 240*time.Hour)
+	cfg.IDStep = cmp.Or(cfg.IDStep, 1000)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if rdb == nil || len(dbs) == 0 {
+		return nil, fmt.Errorf("%w: a Redis client and at least one database are required", ErrConfig)
+	}
+	for _, db := range dbs {
+		if err := sqlutil.Check(db, "order"); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		if db.DriverName() != dbs[0].DriverName() {
+			return nil, fmt.Errorf("%w: databases mix drivers %q and %q", ErrConfig, dbs[0].DriverName(), db.DriverName())
+		}
+	}
+	total := len(dbs) * cfg.TablesPerDB
+	switch {
+	case cfg.TablesPerDB < 1 || total > 1<<16 || total&(total-1) != 0:
+		return nil, fmt.Errorf("%w: %d databases × %d tables: the total must be a power of two ≤ 65536", ErrConfig, len(dbs), cfg.TablesPerDB)
+	case len(cfg.Currency) != 3 || strings.ToUpper(cfg.Currency) != cfg.Currency:
+		return nil, fmt.Errorf("%w: currency %q (ISO 4217, e.g. CNY)", ErrConfig, cfg.Currency)
+	case cfg.PayTimeout < 0 || cfg.AutoComplete < 0 || cfg.IDStep < 1:
+		return nil, fmt.Errorf("%w: negative timeout or step", ErrConfig)
+	}
+	orders, err := shard.New(dbs, shard.Config{Table: "orders", TablesPerDB: cfg.TablesPerDB})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	inventory, err := shard.New(dbs, shard.Config{Table: "inventory", TablesPerDB: cfg.TablesPerDB})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	idSource, err := idgen.NewSQLSource(dbs[0], "order_ids")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return &Service{
+		rdb: rdb, dbs: dbs, cfg: cfg, orders: orders, inventory: inventory, idSource: idSource,
+		genes: idgen.Genes{Bits: 16}, space: keys.NewSpace(keys.Join(cfg.Namespace, "order")),
+	}, nil
+}
+
+// Close stops the id segment's background lease. It is safe to call twice;
+// the databases and Redis client are the caller's.
+func (s *Service) Close() error {
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
+	if s.ids != nil {
+		s.ids.Close()
+	}
+	return nil
+}
+
+// sibling returns the physical name of the table logical that lives beside
+// sh, in its database with its number: sibling(orders_007, "payments") is
+// payments_007.
+func sibling(sh shard.Shard, logical string) string {
+	return logical + sh.Table[strings.LastIndexByte(sh.Table, '_'):]
+}
+
+// isMySQL reports the dialect of every database.
+func (s *Service) isMySQL() bool { return sqlutil.IsMySQL(s.dbs[0]) }
+
+// newID returns a fresh order or payment number carrying user's gene, so
+// that it routes to the user's shard. The base comes from a segment leased
+// in SQL: it never repeats, whatever Redis forgets.
+func (s *Service) newID(ctx context.Context, user string) (int64, error) {
+	return s.newIDWithGene(ctx, s.genes.Of(user))
+}
+
+func (s *Service) newIDWithGene(ctx context.Context, gene uint64) (int64, error) {
+	s.idMu.Lock()
+	if s.ids == nil {
+		var err error
+		if s.ids, err = idgen.NewSegment(ctx, s.idSource, idgen.SegmentConfig{Tag: keys.Join(s.cfg.Namespace, "order"), Step: s.cfg.IDStep}); err != nil {
+			s.idMu.Unlock()
+			return 0, fmt.Errorf("order: id segment: %w", err)
+		}
+	}
+	ids := s.ids
+	s.idMu.Unlock()
+	base, err := ids.Next(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("order: next id: %w", err)
+	}
+	return s.genes.Make(base, gene)
+}
+
+// shardOfID returns the order shard an order or payment number routes to.
+func (s *Service) shardOfID(id int64) shard.Shard { return s.orders.ByGene(s.genes.Gene(id)) }
+
+// shardOfUser returns the order shard of user.
+func (s *Service) shardOfUser(user string) shard.Shard { return s.orders.ByGene(s.genes.Of(user)) }
+
+func validUser(user string) error {
+	if user == "" || len(user) > 64 {
+		return fmt.Errorf("%w: user id of %d bytes (1..64)", ErrInvalid, len(user))
+	}
+	for i := range len(user) {
+		if c := user[i]; c < 0x21 || c > 0x7e {
+			return fmt.Errorf("%w: user id byte %#x (printable ASCII only)", ErrInvalid, c)
+		}
+	}
+	return nil
+}
+
+func validSKU(sku string) error {
+	if err := validUser(sku); err != nil {
+		return fmt.Errorf("%w: sku %q", ErrInvalid, sku)
+	}
+	return nil
+}
+
+// dedupeKey makes a unique-key value of at most 64 bytes from a kind and
+// the parts that identify one occurrence of it.
+func dedupeKey(kind string, parts ...string) string {
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return kind + ":" + hex.EncodeToString(h[:20])
+}
+
+// ms is the storage form of instants: Unix milliseconds.
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func (s *Service) now() int64 { return ms(s.cfg.Now()) }
+
+// retry runs a transaction again while the database aborts it for a
+// deadlock, a lock wait timeout or a busy SQLite file.
+func retry(ctx context.Context, fn func() error) error { return sqlutil.Retry(ctx, 10, fn) }

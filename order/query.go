@@ -1,0 +1,143 @@
+package order
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/casebook-dev/casebook/shard"
+)
+
+// ErrBadCursor is returned for a cursor this package did not make.
+var ErrBadCursor = fmt.Errorf("%w: bad cursor", ErrInvalid)
+
+// UserOrders returns up to n of user's orders, newest first, after cursor
+// ("" for the first page), and the cursor of the next page ("" at the end).
+// They live in one table, read by the (user, id) index.
+func (s *Service) UserOrders(ctx context.Context, user, cursor string, n int) ([]Order, string, error) {
+	if err := validUser(user); err != nil {
+		return nil, "", err
+	}
+	if n < 1 || n > 200 {
+		return nil, "", fmt.Errorf("%w: page size %d (1..200)", ErrInvalid, n)
+	}
+	before := int64(1<<63 - 1)
+	if cursor != "" {
+		id, err := strconv.ParseInt(cursor, 36, 64)
+		if err != nil || id <= 0 {
+			return nil, "", fmt.Errorf("%w: %q", ErrBadCursor, cursor)
+		}
+		before = id
+	}
+	sh := s.shardOfUser(user)
+	var rows []row
+	if err := sh.DB.SelectContext(ctx, &rows, `SELECT `+orderColumns+` FROM `+sh.Table+` WHERE user_id = ? AND id < ? ORDER BY id DESC LIMIT ?`, user, before, n); err != nil {
+		return nil, "", fmt.Errorf("order: orders of %s: %w", user, err)
+	}
+	out, err := orders(rows)
+	if err != nil || len(out) < n {
+		return out, "", err
+	}
+	return out, strconv.FormatInt(out[len(out)-1].ID, 36), nil
+}
+
+func orders(rows []row) ([]Order, error) {
+	out := make([]Order, len(rows))
+	for i, r := range rows {
+		o, err := r.order()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = o
+	}
+	return out, nil
+}
+
+// Filter selects orders across all tables for operators.
+type Filter struct {
+	Status   Status    // "" for any
+	From, To time.Time // created in [From, To); zero: unbounded
+}
+
+// Search returns up to n orders matching f, newest first (by creation time,
+// then id), after cursor, from every table at once (scatter-gather, each
+// table asked for at most n through its created_at index, merged in order),
+// and the next cursor ("" at the end).
+func (s *Service) Search(ctx context.Context, f Filter, cursor string, n int) ([]Order, string, error) {
+	if n < 1 || n > 500 {
+		return nil, "", fmt.Errorf("%w: page size %d (1..500)", ErrInvalid, n)
+	}
+	afterAt, afterID := int64(1<<62), int64(1<<63-1)
+	if cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		at, id, ok := strings.Cut(string(raw), ":")
+		var e1, e2 error
+		afterAt, e1 = strconv.ParseInt(at, 10, 64)
+		afterID, e2 = strconv.ParseInt(id, 10, 64)
+		if err != nil || !ok || e1 != nil || e2 != nil {
+			return nil, "", fmt.Errorf("%w: %q", ErrBadCursor, cursor)
+		}
+	}
+	where := `(created_at < ? OR (created_at = ? AND id < ?))`
+	args := []any{afterAt, afterAt, afterID}
+	if f.Status != "" {
+		where += ` AND status = ?`
+		args = append(args, string(f.Status))
+	}
+	if !f.From.IsZero() {
+		where += ` AND created_at >= ?`
+		args = append(args, ms(f.From))
+	}
+	if !f.To.IsZero() {
+		where += ` AND created_at < ?`
+		args = append(args, ms(f.To))
+	}
+	newer := func(a, b Order) bool {
+		return a.CreatedAt.After(b.CreatedAt) || a.CreatedAt.Equal(b.CreatedAt) && a.ID > b.ID
+	}
+	out, err := shard.Gather(ctx, s.orders.All(), 16, func(ctx context.Context, sh shard.Shard) ([]Order, error) {
+		var rows []row
+		q := `SELECT ` + orderColumns + ` FROM ` + sh.Table + ` WHERE ` + where + ` ORDER BY created_at DESC, id DESC LIMIT ?`
+		if err := sh.DB.SelectContext(ctx, &rows, q, append(args, n)...); err != nil {
+			return nil, fmt.Errorf("order: search %s: %w", sh.Table, err)
+		}
+		return orders(rows)
+	}, newer, n)
+	if err != nil || len(out) < n {
+		return out, "", err
+	}
+	last := out[len(out)-1]
+	return out, base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%d:%d", ms(last.CreatedAt), last.ID))), nil
+}
+
+// DayStats counts one day's orders.
+type DayStats struct {
+	Orders     int64 // created that day
+	Paid       int64 // of those, paid (or later states that were paid)
+	PaidAmount int64 // their amount, in fen
+}
+
+// Stats counts the orders created in [from, to) over every table.
+func (s *Service) Stats(ctx context.Context, from, to time.Time) (DayStats, error) {
+	var total DayStats
+	parts, err := shard.Gather(ctx, s.orders.All(), 16, func(ctx context.Context, sh shard.Shard) ([]DayStats, error) {
+		var d DayStats
+		err := sh.DB.QueryRowxContext(ctx, `SELECT COUNT(*),
+				COALESCE(SUM(CASE WHEN pay_no <> 0 THEN 1 ELSE 0 END), 0),
+				COALESCE(SUM(CASE WHEN pay_no <> 0 THEN amount ELSE 0 END), 0)
+			FROM `+sh.Table+` WHERE created_at >= ? AND created_at < ?`, ms(from), ms(to)).Scan(&d.Orders, &d.Paid, &d.PaidAmount)
+		if err != nil {
+			return nil, fmt.Errorf("order: stats %s: %w", sh.Table, err)
+		}
+		return []DayStats{d}, nil
+	}, func(a, b DayStats) bool { return false }, 0)
+	for _, p := range parts {
+		total.Orders += p.Orders
+		total.Paid += p.Paid
+		total.PaidAmount += p.PaidAmount
+	}
+	return total, err
+}

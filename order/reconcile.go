@@ -1,0 +1,181 @@
+package order
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/casebook-dev/casebook/internal/sqlutil"
+	"github.com/casebook-dev/casebook/shard"
+)
+
+// StatementLine is one successful collection on a gateway's statement.
+type StatementLine struct {
+	GatewayTxn string
+	PayNo      int64
+	Amount     int64
+	Time       time.Time
+}
+
+// StatementHeader is the first line of a statement CSV.
+const StatementHeader = "gateway_txn,pay_no,amount,status,time"
+
+// ParseStatement reads a gateway statement: CSV with StatementHeader, one
+// line per transaction, status SUCCESS (other statuses are skipped), time in
+// RFC 3339. A malformed line is an error naming it; nothing is applied.
+func ParseStatement(r io.Reader) ([]StatementLine, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = 5
+	head, err := cr.Read()
+	if err != nil || strings.Join(head, ",") != StatementHeader {
+		return nil, fmt.Errorf("%w: statement header %q, want %q (%v)", ErrInvalid, strings.Join(head, ","), StatementHeader, err)
+	}
+	var out []StatementLine
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		line, _ := cr.FieldPos(0)
+		if err != nil {
+			return nil, fmt.Errorf("%w: statement: %w", ErrInvalid, err)
+		}
+		if rec[3] != "SUCCESS" {
+			continue
+		}
+		payNo, e1 := strconv.ParseInt(rec[1], 10, 64)
+		amount, e2 := strconv.ParseInt(rec[2], 10, 64)
+		at, e3 := time.Parse(time.RFC3339, rec[4])
+		if e := errors.Join(e1, e2, e3, validUser(rec[0])); e != nil || payNo <= 0 || amount < 0 {
+			return nil, fmt.Errorf("%w: statement line %d: %q", ErrInvalid, line, rec)
+		}
+		out = append(out, StatementLine{GatewayTxn: rec[0], PayNo: payNo, Amount: amount, Time: at})
+	}
+}
+
+// Kinds of reconciliation differences.
+const (
+	DiffMissedCallback = "missed_callback" // collected, no callback arrived: applied now
+	DiffAmount         = "amount_mismatch" // collected amount differs from the attempt's
+	DiffNotAtGateway   = "not_at_gateway"  // paid here, absent from the statement
+	DiffDuplicateLine  = "duplicate_line"  // one gateway txn listed twice
+	DiffUnknownPayment = "unknown_payment" // a payment number this service never issued
+)
+
+// Diff is one difference between the statement and the records.
+type Diff struct {
+	Kind       string
+	GatewayTxn string
+	PayNo      int64
+	Detail     string
+	New        bool // first found by this run (a review row was written)
+}
+
+// ReconcileReport is what Reconcile found.
+type ReconcileReport struct {
+	Lines    int // statement lines considered
+	Matched  int // lines whose callback was applied with the same amount
+	Awaiting int // lines without a callback yet, younger than the grace
+	Diffs    []Diff
+}
+
+// Reconcile compares a gateway statement covering [from, to) with the
+// records: every statement line must match a callback already applied, and
+// every payment succeeded here in [from, to) must be on the statement.
+// A collection whose callback never came (older than grace — at least the
+// gateway's retry schedule, 24 h 4 min for WeChat Pay) is repaired by
+// applying it now (so the order is paid, or refunded if it was closed);
+// every other difference goes to the order_review table for a person.
+// Running it again writes nothing new: review rows are unique by kind and
+// transaction, and applied callbacks are idempotent.
+func (s *Service) Reconcile(ctx context.Context, lines []StatementLine, from, to time.Time, grace time.Duration) (ReconcileReport, error) {
+	var rep ReconcileReport
+	onStatement := map[string]bool{}
+	now := s.cfg.Now()
+	for _, l := range lines {
+		if l.Time.Before(from) || !l.Time.Before(to) {
+			continue
+		}
+		rep.Lines++
+		if onStatement[l.GatewayTxn] {
+			if err := s.review(ctx, &rep, Diff{Kind: DiffDuplicateLine, GatewayTxn: l.GatewayTxn, PayNo: l.PayNo, Detail: "listed twice"}); err != nil {
+				return rep, err
+			}
+			continue
+		}
+		onStatement[l.GatewayTxn] = true
+		if err := s.reconcileLine(ctx, &rep, l, now, grace); err != nil {
+			return rep, err
+		}
+	}
+	paid, err := shard.Gather(ctx, s.orders.All(), 16, func(ctx context.Context, sh shard.Shard) ([]Payment, error) {
+		var ps []Payment
+		err := sh.DB.SelectContext(ctx, &ps, `SELECT pay_no, order_id, channel, amount, currency, status, COALESCE(gateway_txn, '') AS gateway_txn, created_at, paid_at
+			FROM `+sibling(sh, "payments")+` WHERE status = ? AND paid_at >= ? AND paid_at < ?`, PaymentSucceeded, ms(from), ms(to))
+		return ps, err
+	}, func(a, b Payment) bool { return a.PayNo < b.PayNo }, 0)
+	if err != nil {
+		return rep, fmt.Errorf("order: reconcile: %w", err)
+	}
+	for _, p := range paid {
+		if !onStatement[p.GatewayTxn] {
+			if err := s.review(ctx, &rep, Diff{Kind: DiffNotAtGateway, GatewayTxn: p.GatewayTxn, PayNo: p.PayNo,
+				Detail: fmt.Sprintf("%d %s paid here, not on the statement", p.Amount, p.Currency)}); err != nil {
+				return rep, err
+			}
+		}
+	}
+	slices.SortFunc(rep.Diffs, func(a, b Diff) int { return strings.Compare(a.Kind+a.GatewayTxn, b.Kind+b.GatewayTxn) })
+	return rep, nil
+}
+
+func (s *Service) reconcileLine(ctx context.Context, rep *ReconcileReport, l StatementLine, now time.Time, grace time.Duration) error {
+	sh := s.shardOfID(l.PayNo)
+	p, err := s.PaymentOf(ctx, l.PayNo)
+	if errors.Is(err, ErrNotFound) {
+		return s.review(ctx, rep, Diff{Kind: DiffUnknownPayment, GatewayTxn: l.GatewayTxn, PayNo: l.PayNo, Detail: "no such payment"})
+	}
+	if err != nil {
+		return err
+	}
+	if p.Amount != l.Amount {
+		return s.review(ctx, rep, Diff{Kind: DiffAmount, GatewayTxn: l.GatewayTxn, PayNo: l.PayNo,
+			Detail: fmt.Sprintf("statement %d, payment %d", l.Amount, p.Amount)})
+	}
+	if _, seen, err := s.seen(ctx, sh.DB, sh, l.GatewayTxn); err != nil {
+		return err
+	} else if seen {
+		rep.Matched++
+		return nil
+	}
+	if now.Sub(l.Time) < grace {
+		rep.Awaiting++
+		return nil
+	}
+	out, err := s.HandleCallback(ctx, Callback{PayNo: l.PayNo, GatewayTxn: l.GatewayTxn, Amount: l.Amount, Currency: p.Currency, Success: true, PaidAt: l.Time})
+	if err != nil && !errors.Is(err, ErrCallback) {
+		return err
+	}
+	return s.review(ctx, rep, Diff{Kind: DiffMissedCallback, GatewayTxn: l.GatewayTxn, PayNo: l.PayNo, Detail: "applied: " + string(out)})
+}
+
+// review records d in the review table (once) and in the report.
+func (s *Service) review(ctx context.Context, rep *ReconcileReport, d Diff) error {
+	db := s.dbs[0]
+	_, err := db.ExecContext(ctx, `INSERT INTO order_review (dedupe, kind, gateway_txn, order_id, detail, found_at) VALUES (?, ?, ?, ?, ?, ?)`,
+		dedupeKey("diff", d.Kind, d.GatewayTxn, strconv.FormatInt(d.PayNo, 10)), d.Kind, d.GatewayTxn, d.PayNo, truncate(d.Detail, 255), s.now())
+	switch {
+	case err == nil:
+		d.New = true
+	case !sqlutil.IsDuplicate(err):
+		return fmt.Errorf("order: review: %w", err)
+	}
+	rep.Diffs = append(rep.Diffs, d)
+	return nil
+}
