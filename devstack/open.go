@@ -140,8 +140,10 @@ func OpenSQL(ctx context.Context, dsn, prefix string) (*SQL, error) {
 		admin.Close()
 		return nil, fmt.Errorf("devstack: mysql %s: %w", name, err)
 	}
-	db.SetMaxOpenConns(64)
-	db.SetMaxIdleConns(64)
+	// 16 per database: a sharded test opens 8 of them, and MariaDB's default
+	// max_connections is 151 for everything on the server.
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
 	drop := func() error {
 		db.Close()
 		_, err := admin.Exec("DROP DATABASE IF EXISTS `" + name + "`")

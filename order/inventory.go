@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/casebook-dev/casebook/internal/sqlutil"
+	"github.com/casebook-dev/casebook/shard"
 )
 
 // Stock is one SKU's inventory: units that can be sold, units reserved by
@@ -36,7 +37,7 @@ func (s *Service) PutSKU(ctx context.Context, sku string, price, units int64) er
 	if err := validSKU(sku); err != nil {
 		return err
 	}
-	if price < 1 || units < 0 || price > maxMoney || units > maxQty {
+	if price < 1 || units < 0 || price > maxMoney || units > maxUnits {
 		return fmt.Errorf("%w: price %d, units %d", ErrInvalid, price, units)
 	}
 	sh := s.inventory.ByKey(sku)
@@ -81,47 +82,49 @@ func (s *Service) Reserve(ctx context.Context, order int64, sku string, qty int6
 	if qty < 1 || qty > maxQty {
 		return fmt.Errorf("%w: quantity %d", ErrInvalid, qty)
 	}
-	sh := s.inventory.ByKey(sku)
-	barrier := sibling(sh, "inventory_tx")
-	return inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO `+barrier+` (order_id, sku, qty, state, updated_at) VALUES (?, ?, ?, ?, ?)`,
-			order, sku, qty, barrierTried, s.now())
-		if sqlutil.IsDuplicate(err) {
-			var b struct {
-				Qty   int64  `db:"qty"`
-				State string `db:"state"`
-			}
-			if err := tx.GetContext(ctx, &b, `SELECT qty, state FROM `+barrier+` WHERE order_id = ? AND sku = ?`, order, sku); err != nil {
-				return fmt.Errorf("order: read reservation %d/%s: %w", order, sku, err)
-			}
-			switch {
-			case b.State == barrierCancelled:
-				return fmt.Errorf("%w: order %d, sku %s", ErrHanging, order, sku)
-			case b.Qty != qty:
-				return fmt.Errorf("%w: order %d already reserved %d of %s, not %d", ErrInvalid, order, b.Qty, sku, qty)
-			}
-			return nil // reserved (or sold) before
-		}
-		if err != nil {
-			return fmt.Errorf("order: reserve %d/%s: %w", order, sku, err)
-		}
-		res, err := tx.ExecContext(ctx, `UPDATE `+sh.Table+` SET available = available - ?, locked = locked + ?
-			WHERE sku = ? AND available >= ?`, qty, qty, sku, qty)
-		if err != nil {
-			return fmt.Errorf("order: reserve %d/%s: %w", order, sku, err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			var known int
-			if err := tx.GetContext(ctx, &known, `SELECT COUNT(*) FROM `+sh.Table+` WHERE sku = ?`, sku); err != nil {
-				return fmt.Errorf("order: reserve %d/%s: %w", order, sku, err)
-			}
-			if known == 0 {
-				return fmt.Errorf("%w: sku %s", ErrNotFound, sku)
-			}
-			return fmt.Errorf("%w: %d of %s", ErrOutOfStock, qty, sku)
-		}
-		return nil
-	})
+	return inTx(ctx, s.inventory.ByKey(sku).DB, func(tx *sqlx.Tx) error { return s.tryIn(ctx, tx, order, sku, qty) })
+}
+
+// reservedBefore decides a Reserve whose barrier row exists: a repeat is a
+// no-op, a try after the cancel is refused.
+func (s *Service) reservedBefore(ctx context.Context, tx *sqlx.Tx, barrier string, order int64, sku string, qty int64) error {
+	var b struct {
+		Qty   int64  `db:"qty"`
+		State string `db:"state"`
+	}
+	if err := tx.GetContext(ctx, &b, `SELECT qty, state FROM `+barrier+` WHERE order_id = ? AND sku = ?`, order, sku); err != nil {
+		return fmt.Errorf("order: read reservation %d/%s: %w", order, sku, err)
+	}
+	switch {
+	case b.State == barrierCancelled:
+		return fmt.Errorf("%w: order %d, sku %s", ErrHanging, order, sku)
+	case b.Qty != qty:
+		return fmt.Errorf("%w: order %d already reserved %d of %s, not %d", ErrInvalid, order, b.Qty, sku, qty)
+	}
+	return nil // reserved (or sold) before
+}
+
+// take moves qty of sku from available to locked if that many are
+// available.
+func (s *Service) take(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, sku string, qty int64) (bool, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE `+sh.Table+` SET available = available - ?, locked = locked + ? WHERE sku = ? AND available >= ?`, qty, qty, sku, qty)
+	if err != nil {
+		return false, fmt.Errorf("order: reserve %s: %w", sku, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// shortage explains a failed take: an unknown SKU or too few units.
+func (s *Service) shortage(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, sku string, qty int64) error {
+	var known int
+	if err := tx.GetContext(ctx, &known, `SELECT COUNT(*) FROM `+sh.Table+` WHERE sku = ?`, sku); err != nil {
+		return fmt.Errorf("order: reserve %s: %w", sku, err)
+	}
+	if known == 0 {
+		return fmt.Errorf("%w: sku %s", ErrNotFound, sku)
+	}
+	return fmt.Errorf("%w: %d of %s", ErrOutOfStock, qty, sku)
 }
 
 // Confirm turns order's reservation of sku into a sale (locked → sold),

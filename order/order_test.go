@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 var start = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 
 type fixture struct {
-	t   *testing.T
+	t   testing.TB
 	s   *order.Service
 	dbs []*sqlx.DB
 	clk *testenv.Clock
@@ -30,7 +30,12 @@ type fixture struct {
 // setup gives a service on 8 databases (MariaDB when CASEBOOK_MYSQL_DSN is
 // set, else SQLite files) with cfg.TablesPerDB tables each: the seed's
 // 8 × 8 when asked, 8 × 2 by default to keep table creation short.
-func setup(t *testing.T, cfg order.Config) *fixture {
+func setup(t *testing.T, cfg order.Config) *fixture { return setupTB(t, cfg) }
+
+// setupB is the seed's layout, 8 databases × 8 tables, for benchmarks.
+func setupB(b *testing.B) *fixture { return setupTB(b, order.Config{TablesPerDB: 8}) }
+
+func setupTB(t testing.TB, cfg order.Config) *fixture {
 	t.Helper()
 	r := testenv.NewRedis(t)
 	dbs := testenv.NewSQLs(t, 8)
@@ -344,4 +349,52 @@ func TestReservationAnomalies(t *testing.T) {
 		f.s.Cancel(ctx, id, "s")
 	}
 	check(8, 0, 2)
+}
+
+// Batches race for a hot SKU: each order all-or-nothing, exactly the stock
+// sold, repeats inside and across batches made once, bad requests refused
+// alone.
+func TestCreateBatch(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, order.Config{})
+	f.sku("hot", 100, 300)
+	f.sku("side", 5, 1_000_000)
+	var won, short atomic.Int64
+	var wg sync.WaitGroup
+	for b := range 30 {
+		wg.Go(func() {
+			var reqs []order.NewOrder
+			for i := range 20 {
+				u := fmt.Sprintf("u%d", (b*20+i)%500) // users repeat across batches
+				reqs = append(reqs, order.NewOrder{User: u, RequestID: "sale", Lines: []order.Line{{SKU: "side", Qty: 1}, {SKU: "hot", Qty: 1}}})
+			}
+			reqs = append(reqs, reqs[0], order.NewOrder{User: "bad user", RequestID: "x", Lines: []order.Line{{SKU: "hot", Qty: 1}}})
+			res := f.s.CreateBatch(ctx, reqs)
+			if !errors.Is(res[len(res)-1].Err, order.ErrInvalid) {
+				t.Errorf("bad request: %v", res[len(res)-1].Err)
+			}
+			if res[0].Order.ID != res[20].Order.ID {
+				t.Errorf("a request twice in one batch made %d and %d", res[0].Order.ID, res[20].Order.ID)
+			}
+			for _, r := range res[:20] {
+				switch {
+				case r.Err == nil && r.Order.Reserved:
+					won.Add(1)
+				case errors.Is(r.Err, order.ErrOutOfStock) && r.Order.Status == order.Closed:
+					short.Add(1)
+				default:
+					t.Errorf("%+v", r)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	hot, side := f.stock("hot"), f.stock("side")
+	// 500 distinct users: the 100 repeated ones count once each.
+	if hot.Locked != 300 || hot.Available != 0 || side.Locked != 300 || side.Available != 1_000_000-300 {
+		t.Fatalf("hot %+v, side %+v: want 300 locked of each (all-or-nothing per order)", hot, side)
+	}
+	if won.Load() < 300 || short.Load() == 0 {
+		t.Fatalf("won %d (repeats included), short %d", won.Load(), short.Load())
+	}
 }
