@@ -13,8 +13,10 @@
 //   - Base62: EncodeBase62 / DecodeBase62 over 0-9A-Za-z; decoding rejects
 //     empty input, foreign characters and values above 2^64-1.
 //   - Segment ("号段", Meituan Leaf's segment mode): ranges of ids leased from
-//     SQL (SQLSource, one row per tag updated in a transaction) or Redis
-//     (RedisSource, INCRBY), double buffered — the next lease is fetched in
+//     SQL (SQLSource, one row per tag, upserted and read back in one
+//     transaction; transactions rolled back for a deadlock, a lock wait
+//     timeout or a busy SQLite run again with jittered backoff until ctx
+//     ends) or Redis (RedisSource, INCRBY), double buffered — the next lease is fetched in
 //     the background once 10% of the current one is used — so Next is one
 //     atomic add in the steady state. Any number of allocators (processes)
 //     sharing a source never hand out the same id; ids of one allocator

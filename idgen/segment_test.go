@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -234,6 +235,48 @@ func TestShortCodesFromSegment(t *testing.T) {
 		seen[c] = true
 		if n, _ := codes.Decode(c); n != uint64(i+1) {
 			t.Fatalf("code %q decodes to %d, want %d", c, n, i+1)
+		}
+	}
+}
+
+// Processes starting together on a new tag all lease its first ranges at
+// once: every lease succeeds (no deadlock surfaces) and the leases are
+// disjoint and dense.
+func TestSQLSourceConcurrentFirstLeases(t *testing.T) {
+	const contenders, rounds, step = 8, 10, 100
+	ctx := context.Background()
+	src := sqlSource(t)
+	for round := range rounds {
+		tag := fmt.Sprintf("fresh-%d", round)
+		start := make(chan struct{})
+		lasts := make(chan int64, contenders)
+		var wg sync.WaitGroup
+		for range contenders {
+			wg.Go(func() {
+				<-start
+				last, err := src.Lease(ctx, tag, step)
+				if err != nil {
+					t.Errorf("round %d: %v", round, err)
+					return
+				}
+				lasts <- last
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(lasts)
+		var got []int64
+		for last := range lasts {
+			got = append(got, last)
+		}
+		slices.Sort(got)
+		for i, last := range got {
+			if last != int64(i+1)*step {
+				t.Fatalf("round %d: leases end at %v, want %d multiples of %d", round, got, contenders, step)
+			}
+		}
+		if len(got) != contenders {
+			t.Fatalf("round %d: %d of %d leases succeeded", round, len(got), contenders)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package idgen
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"regexp"
 
@@ -41,12 +40,18 @@ func (r *RedisSource) Lease(ctx context.Context, tag string, step int64) (int64,
 	return segmentIncr.Run(ctx, r.c, []string{r.space.Key(tag, "segment")}, step).Int64()
 }
 
-// SQLSource leases ranges from a table with one row per tag, each lease one
-// transaction (UPDATE … max_id = max_id + step, then SELECT), as Meituan's
-// Leaf does. It works on MySQL/MariaDB and SQLite.
+// SQLSource leases ranges from a table with one row per tag. A lease is one
+// transaction: an upsert that adds step to the tag's row (creating it on the
+// first lease), then a read of the new value, as Meituan's Leaf does — but
+// without Leaf's separate UPDATE-then-INSERT, whose gap locks deadlock when
+// several processes take the first lease of a new tag at once. A
+// transaction the database rolls back for a lock conflict (a deadlock, a
+// lock wait timeout, a busy SQLite) is run again after a jittered backoff
+// until it commits or ctx ends. It works on MySQL/MariaDB and SQLite.
 type SQLSource struct {
-	db    *sqlx.DB
-	table string
+	db     *sqlx.DB
+	table  string
+	upsert string
 }
 
 var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
@@ -56,7 +61,11 @@ func NewSQLSource(db *sqlx.DB, table string) (*SQLSource, error) {
 	if !tableName.MatchString(table) {
 		return nil, fmt.Errorf("%w: table name %q", ErrSegmentConfig, table)
 	}
-	return &SQLSource{db: db, table: table}, nil
+	upsert := `INSERT INTO ` + table + ` (tag, max_id) VALUES (?, ?) ON CONFLICT (tag) DO UPDATE SET max_id = max_id + ?`
+	if db.DriverName() == "mysql" {
+		upsert = `INSERT INTO ` + table + ` (tag, max_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE max_id = max_id + ?`
+	}
+	return &SQLSource{db: db, table: table, upsert: upsert}, nil
 }
 
 // CreateTable creates the segment table if it does not exist.
@@ -81,15 +90,14 @@ func (s *SQLSource) Lease(ctx context.Context, tag string, step int64) (int64, e
 	}
 	for attempt := 0; ; attempt++ {
 		last, err := s.lease(ctx, tag, step)
-		if err == nil || attempt == 2 || !errors.Is(err, errRowRace) {
+		if err == nil || !retryable(err) {
 			return last, err
+		}
+		if werr := sleep(ctx, backoff(attempt)); werr != nil {
+			return 0, fmt.Errorf("idgen: %d lease transactions on %s rolled back (last: %v): %w", attempt+1, s.table, err, werr)
 		}
 	}
 }
-
-// errRowRace: two first leases of a new tag inserted its row at once; the
-// loser retries and then finds the row.
-var errRowRace = errors.New("idgen: segment row created concurrently")
 
 func (s *SQLSource) lease(ctx context.Context, tag string, step int64) (int64, error) {
 	tx, err := s.db.BeginTxx(ctx, nil)
@@ -97,16 +105,8 @@ func (s *SQLSource) lease(ctx context.Context, tag string, step int64) (int64, e
 		return 0, err
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE `+s.table+` SET max_id = max_id + ? WHERE tag = ?`, step, tag)
-	if err != nil {
+	if _, err := tx.ExecContext(ctx, s.upsert, tag, step, step); err != nil {
 		return 0, err
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return 0, err
-	} else if n == 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO `+s.table+` (tag, max_id) VALUES (?, ?)`, tag, step); err != nil {
-			return 0, fmt.Errorf("%w: %v", errRowRace, err)
-		}
 	}
 	var last int64
 	if err := tx.GetContext(ctx, &last, `SELECT max_id FROM `+s.table+` WHERE tag = ?`, tag); err != nil {
