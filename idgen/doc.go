@@ -18,7 +18,8 @@
 //     timeout or a busy SQLite run again with jittered backoff until ctx
 //     ends) or Redis (RedisSource, INCRBY), double buffered — the next lease is fetched in
 //     the background once 10% of the current one is used — so Next is one
-//     atomic add in the steady state. Any number of allocators (processes)
+//     atomic add in the steady state. Close cancels and waits for the
+//     background fetch. Any number of allocators (processes)
 //     sharing a source never hand out the same id; ids of one allocator
 //     increase, ids across allocators interleave, and a stopped process
 //     leaves gaps.

@@ -36,16 +36,18 @@ type SegmentConfig struct {
 // buffered: while one lease is being used the next is fetched in the
 // background, so in the steady state Next does one atomic add and no I/O.
 // It is safe for concurrent use. Ids are unique but not gap-free: the unused
-// rest of a lease is lost when the process stops.
+// rest of a lease is lost when the process stops or the Segment is closed.
 type Segment struct {
 	src Source
 	cfg SegmentConfig
 
-	cur atomic.Pointer[lease]
+	cur    atomic.Pointer[lease]
+	closed atomic.Bool // set under mu
 
-	mu       sync.Mutex
-	next     *lease        // prefetched, waiting
-	fetching chan struct{} // closed when the fetch in flight ends; nil if none
+	mu          sync.Mutex
+	next        *lease             // prefetched, waiting
+	fetching    chan struct{}      // closed when the fetch in flight ends; nil if none
+	cancelFetch context.CancelFunc // cancels the fetch in flight
 }
 
 type lease struct {
@@ -54,8 +56,12 @@ type lease struct {
 	prefetchAt int64        // handing out this id triggers the prefetch
 }
 
-// ErrSegmentConfig is wrapped by configuration errors.
-var ErrSegmentConfig = errors.New("idgen: bad segment config")
+var (
+	// ErrSegmentConfig is wrapped by configuration errors.
+	ErrSegmentConfig = errors.New("idgen: bad segment config")
+	// ErrClosed is returned by Next after Close.
+	ErrClosed = errors.New("idgen: segment closed")
+)
 
 // NewSegment returns an allocator for cfg.Tag on src. It leases the first
 // range before returning.
@@ -88,9 +94,12 @@ func NewSegment(ctx context.Context, src Source, cfg SegmentConfig) (*Segment, e
 	return s, nil
 }
 
-// Next returns the next id.
+// Next returns the next id, or ErrClosed after Close.
 func (s *Segment) Next(ctx context.Context) (int64, error) {
 	for {
+		if s.closed.Load() {
+			return 0, ErrClosed
+		}
 		l := s.cur.Load()
 		id := l.next.Add(1) - 1
 		if id < l.end {
@@ -109,20 +118,35 @@ func (s *Segment) Next(ctx context.Context) (int64, error) {
 func (s *Segment) prefetch() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.next != nil || s.fetching != nil {
+	if s.closed.Load() || s.next != nil || s.fetching != nil {
 		return
 	}
 	done := make(chan struct{})
-	s.fetching = done
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.FetchTimeout)
+	s.fetching, s.cancelFetch = done, cancel
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.FetchTimeout)
 		defer cancel()
 		l, _ := s.fetch(ctx) // on failure advance fetches again and reports it
 		s.mu.Lock()
-		s.next, s.fetching = l, nil
+		s.next, s.fetching, s.cancelFetch = l, nil, nil
 		s.mu.Unlock()
 		close(done)
 	}()
+}
+
+// Close stops the allocator: it cancels a background fetch in flight and
+// waits for it to end, and Next returns ErrClosed from then on. The unused
+// ids of the current and the prefetched lease are lost, as when the process
+// stops. Close is safe to call more than once and concurrently with Next.
+func (s *Segment) Close() {
+	s.mu.Lock()
+	s.closed.Store(true)
+	wait, cancel := s.fetching, s.cancelFetch
+	s.mu.Unlock()
+	if wait != nil {
+		cancel()
+		<-wait
+	}
 }
 
 // advance replaces the used-up lease old with the next one: the prefetched
@@ -130,6 +154,10 @@ func (s *Segment) prefetch() {
 func (s *Segment) advance(ctx context.Context, old *lease) error {
 	for {
 		s.mu.Lock()
+		if s.closed.Load() {
+			s.mu.Unlock()
+			return ErrClosed
+		}
 		if s.cur.Load() != old { // another caller already advanced
 			s.mu.Unlock()
 			return nil

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/testenv"
@@ -279,4 +280,55 @@ func TestSQLSourceConcurrentFirstLeases(t *testing.T) {
 			t.Fatalf("round %d: %d of %d leases succeeded", round, len(got), contenders)
 		}
 	}
+}
+
+// hangingSource leases normally until hang is set; then a lease blocks until
+// its context ends and records how it ended.
+type hangingSource struct {
+	idgen.Source
+	hang    atomic.Bool
+	started chan struct{}
+	ended   chan error
+}
+
+func (s *hangingSource) Lease(ctx context.Context, tag string, step int64) (int64, error) {
+	if !s.hang.Load() {
+		return s.Source.Lease(ctx, tag, step)
+	}
+	s.started <- struct{}{}
+	<-ctx.Done()
+	s.ended <- ctx.Err()
+	return 0, ctx.Err()
+}
+
+// Close cancels a background prefetch and returns only once it has ended;
+// afterwards Next fails with ErrClosed, and closing again is harmless.
+func TestSegmentCloseStopsPrefetch(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	src := &hangingSource{Source: idgen.NewRedisSource(r.Client, r.Namespace), started: make(chan struct{}, 1), ended: make(chan error, 1)}
+	seg, err := idgen.NewSegment(ctx, src, idgen.SegmentConfig{Tag: "t", Step: 10, FetchTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.hang.Store(true)
+	for range 2 { // the 2nd id is 10% of the lease: the prefetch starts
+		if _, err := seg.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-src.started
+	seg.Close()
+	select {
+	case err := <-src.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("prefetch ended with %v, want context.Canceled", err)
+		}
+	default:
+		t.Fatal("Close returned while the prefetch was still running")
+	}
+	if _, err := seg.Next(ctx); !errors.Is(err, idgen.ErrClosed) {
+		t.Fatalf("Next after Close: %v, want ErrClosed", err)
+	}
+	seg.Close()
 }
