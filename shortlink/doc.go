@@ -36,5 +36,7 @@
 // per client IP (10/s) and so are misses (60/min), so codes cannot be walked,
 // through go-redis/redis_rate (GCRA in Redis).
 //
-// A Service is safe for concurrent use.
+// A Service is safe for concurrent use. Close stops every goroutine it
+// started (click flusher, code segment prefetch, local cache) and may be
+// called more than once.
 package shortlink

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
@@ -39,6 +40,8 @@ var (
 	ErrRateLimited = errors.New("shortlink: rate limited")
 	// ErrInvalidOptions is returned for contradictory or out-of-range options.
 	ErrInvalidOptions = errors.New("shortlink: invalid options")
+	// ErrClosed is returned by Shorten and Resolve after Close.
+	ErrClosed = errors.New("shortlink: service closed")
 )
 
 // CodeStyle chooses how generated codes look.
@@ -118,7 +121,7 @@ type Config struct {
 }
 
 // Service shortens and resolves links. It is safe for concurrent use; Close
-// it to flush counted clicks.
+// it to flush counted clicks and stop its goroutines.
 type Service struct {
 	cfg      Config
 	base     *url.URL
@@ -136,9 +139,14 @@ type Service struct {
 	blocked  map[string]bool
 	reserved map[string]bool
 
-	genMu     sync.Mutex
+	genMu     sync.Mutex // guards the generators and closed
 	codes     *idgen.ShortCodes
+	segment   *idgen.Segment // feeds codes
 	snowflake *idgen.Snowflake
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // New returns a Service storing links in dbs (N databases, each with
@@ -243,11 +251,24 @@ func (s *Service) Migrate(ctx context.Context) error {
 	return s.router.CreateTables(ctx, linksDDL(s.router.All()[0].DB))
 }
 
-// Close stops the click flusher after a last flush.
+// Close stops the Service's goroutines — the code segment's prefetch, the
+// click flusher after a last flush, the local cache's — and returns the last
+// flush's error. Shorten and Resolve return ErrClosed from then on; a click
+// of a Resolve still in flight when Close starts may go uncounted. Close is
+// safe to call more than once; later calls return the first one's error.
 func (s *Service) Close(ctx context.Context) error {
-	err := s.clicks.close(ctx)
-	s.local.Close()
-	return err
+	s.closeOnce.Do(func() {
+		s.genMu.Lock()
+		s.closed.Store(true)
+		seg := s.segment
+		s.genMu.Unlock()
+		if seg != nil {
+			seg.Close()
+		}
+		s.closeErr = s.clicks.close(ctx)
+		s.local.Close()
+	})
+	return s.closeErr
 }
 
 // ShortURL returns the public short URL of code.
@@ -284,6 +305,9 @@ type Options struct {
 // Shorten stores a link to longURL and returns it. Bad input is refused
 // before anything is written.
 func (s *Service) Shorten(ctx context.Context, longURL string, o Options) (*Link, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
 	now := s.cfg.Now()
 	target, err := s.normalizeURL(longURL)
 	if err != nil {
@@ -345,6 +369,9 @@ func (s *Service) Shorten(ctx context.Context, longURL string, o Options) (*Link
 func (s *Service) nextCode(ctx context.Context) (string, error) {
 	s.genMu.Lock()
 	defer s.genMu.Unlock()
+	if s.closed.Load() {
+		return "", ErrClosed
+	}
 	if s.cfg.Codes == SnowflakeCodes {
 		if s.snowflake == nil {
 			sf, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: s.cfg.SnowflakeNode})
@@ -362,8 +389,10 @@ func (s *Service) nextCode(ctx context.Context) (string, error) {
 			return "", err
 		}
 		if s.codes, err = idgen.NewShortCodes(seg, idgen.ShortCodeConfig{Length: s.cfg.CodeLength, Key: s.cfg.CodeKey}); err != nil {
+			seg.Close()
 			return "", err
 		}
+		s.segment = seg
 	}
 	return s.codes.Next(ctx)
 }
@@ -394,6 +423,9 @@ func (s *Service) rateKey(kind, ip string) string { return s.space.Key(ip, "rate
 // Resolve returns the link of code and counts the visit. Unknown codes give
 // ErrNotFound, expired links or used-up visit limits ErrExpired.
 func (s *Service) Resolve(ctx context.Context, code string) (*Link, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
 	if !validCode(code) {
 		return nil, ErrNotFound
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -405,4 +406,55 @@ func tableOf(t *testing.T, db *sqlx.DB, code string) string {
 	}
 	t.Fatalf("code %s in no table", code)
 	return ""
+}
+
+// Close may be called twice, and once it returns no goroutine the Service
+// started (click flusher, code segment prefetch, local cache) is left.
+func TestCloseTwiceStopsEverything(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, testenv.NewRedis(t), shortlink.Config{SegmentStep: 10})
+	for i := range 5 { // with 10 codes a lease, the 2nd starts a prefetch
+		if _, err := s.Shorten(ctx, fmt.Sprintf("https://example.com/%d", i), shortlink.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := s.Shorten(ctx, "https://example.com/late", shortlink.Options{}); !errors.Is(err, shortlink.ErrClosed) {
+		t.Fatalf("Shorten after Close: %v, want ErrClosed", err)
+	}
+	if _, err := s.Resolve(ctx, "abcdefg"); !errors.Is(err, shortlink.ErrClosed) {
+		t.Fatalf("Resolve after Close: %v, want ErrClosed", err)
+	}
+	if left := goroutinesIn("casebook-dev/casebook/shortlink.", "casebook-dev/casebook/idgen.", "dgraph-io/ristretto"); left != "" {
+		t.Fatalf("goroutines left after Close:\n%s", left)
+	}
+}
+
+// goroutinesIn returns the stacks of goroutines running code of any of the
+// packages, waiting a little for those on their way out.
+func goroutinesIn(pkgs ...string) string {
+	var left []string
+	for range 50 {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		left = left[:0]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			for _, p := range pkgs {
+				if strings.Contains(g, p) {
+					left = append(left, g)
+					break
+				}
+			}
+		}
+		if len(left) == 0 {
+			return ""
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return strings.Join(left, "\n\n")
 }
