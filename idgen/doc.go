@@ -26,6 +26,8 @@
 //   - ShortCodes: fixed-length (7 by default) non-sequential codes — a keyed
 //     Feistel permutation of a counter over exactly [0, 62^Length), base62
 //     padded. Distinct counters give distinct codes and codes decode back.
+//     The key is required: with a known key (zero, say) anyone could list
+//     the codes in the order they are issued.
 //   - Genes: ids carrying a shard number in their low bits ("基因法"), with
 //     the gene of a key taken from the same xxhash shard routing uses.
 //

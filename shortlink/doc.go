@@ -5,7 +5,10 @@
 // bytes a record, 110 GB a year, 256 tables. Storage is SQL through shard
 // (256 tables in one database by default, or N × M); codes are fixed-length
 // permuted codes from idgen (7 characters: 3.5e12 codes) or, as an option,
-// base62 snowflakes (11 characters). A code's table follows from the code, so
+// base62 snowflakes (11 characters). The permutation's key is a secret —
+// with it, one code gives away the next ones — so it is never a constant:
+// unless Config.CodeKey sets one, a random key is drawn on first use and
+// stored in SQL, where all processes of the deployment find the same one. A code's table follows from the code, so
 // the primary key makes every code — custom aliases included — unique across
 // all tables, also when two callers race for one alias (exactly one wins).
 //

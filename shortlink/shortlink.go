@@ -76,9 +76,13 @@ type Config struct {
 	Codes CodeStyle
 	// CodeLength of permuted codes [7].
 	CodeLength int
-	// CodeKey keys the permutation. Set a secret per deployment and never
-	// change it; with the zero key codes are still unique, just guessable
-	// by anyone who has read this package.
+	// CodeKey keys the permutation, a secret: whoever knows it can list the
+	// codes in the order they are issued. Zero (the default) draws a random
+	// key on the first Shorten of a namespace and stores it in the first
+	// database (table shortlink_meta, made by Migrate); processes starting
+	// together agree on one key, and restarts keep it. Changing the key is
+	// safe — codes are stored, not recomputed — but a new permutation can
+	// issue a code taken under the old one, which costs a retry.
 	CodeKey uint64
 	// SegmentStep is how many counters one lease from SQL holds [1000].
 	SegmentStep int64
@@ -242,10 +246,13 @@ func set(xs []string) map[string]bool {
 	return m
 }
 
-// Migrate creates the link tables and the code counter table if they do not
-// exist.
+// Migrate creates the link tables, the code counter table and the table of
+// the stored code key if they do not exist.
 func (s *Service) Migrate(ctx context.Context) error {
 	if err := s.segments.CreateTable(ctx); err != nil {
+		return err
+	}
+	if err := s.createMeta(ctx); err != nil {
 		return err
 	}
 	return s.router.CreateTables(ctx, linksDDL(s.router.All()[0].DB))
@@ -384,11 +391,18 @@ func (s *Service) nextCode(ctx context.Context) (string, error) {
 		return idgen.EncodeBase62(uint64(id)), err
 	}
 	if s.codes == nil {
+		key := s.cfg.CodeKey
+		if key == 0 {
+			var err error
+			if key, err = s.storedCodeKey(ctx); err != nil {
+				return "", err
+			}
+		}
 		seg, err := idgen.NewSegment(ctx, s.segments, idgen.SegmentConfig{Tag: keys.Join(s.cfg.Namespace, "links"), Step: s.cfg.SegmentStep})
 		if err != nil {
 			return "", err
 		}
-		if s.codes, err = idgen.NewShortCodes(seg, idgen.ShortCodeConfig{Length: s.cfg.CodeLength, Key: s.cfg.CodeKey}); err != nil {
+		if s.codes, err = idgen.NewShortCodes(seg, idgen.ShortCodeConfig{Length: s.cfg.CodeLength, Key: key}); err != nil {
 			seg.Close()
 			return "", err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/shortlink"
 )
@@ -457,4 +459,74 @@ func goroutinesIn(pkgs ...string) string {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return strings.Join(left, "\n\n")
+}
+
+// With no CodeKey, processes starting together on a fresh namespace agree on
+// one random key, stored beside the data: every code they issue decodes with
+// it to a counter of theirs. A restarted process keeps the key, and another
+// deployment draws another.
+func TestGeneratedCodeKey(t *testing.T) {
+	const processes, perProcess, step = 8, 5, 10
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	db := testenv.NewSQL(t)
+	cfg := shortlink.Config{TablesPerDB: 4, SegmentStep: step}
+	services := make([]*shortlink.Service, processes+1)
+	for i := range services {
+		services[i] = newServiceOn(t, r, db, cfg)
+	}
+	var mu sync.Mutex
+	var codes []string
+	shorten := func(s *shortlink.Service, n int) {
+		for i := range n {
+			l, err := s.Shorten(ctx, fmt.Sprintf("https://example.com/%d", i), shortlink.Options{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			codes = append(codes, l.Code)
+			mu.Unlock()
+		}
+	}
+	var wg sync.WaitGroup
+	for _, s := range services[:processes] {
+		wg.Go(func() { shorten(s, perProcess) })
+	}
+	wg.Wait()
+	services[0].Close(ctx)
+	shorten(services[processes], 1) // a restart of the first process
+
+	key := storedKey(t, db)
+	stored, _ := idgen.NewShortCodes(nil, idgen.ShortCodeConfig{Key: key})
+	leased := uint64((processes + 1) * 2 * step) // each process: a lease and a prefetched one
+	seen := map[uint64]bool{}
+	for _, c := range codes {
+		n, err := stored.Decode(c)
+		if err != nil || n < 1 || n > leased || seen[n] {
+			t.Fatalf("code %s decodes to counter %d (%v) under the stored key: not one of the %d leased, or twice", c, n, err, leased)
+		}
+		seen[n] = true
+	}
+	if len(codes) != processes*perProcess+1 {
+		t.Fatalf("%d codes", len(codes))
+	}
+	other := testenv.NewSQL(t)
+	shorten(newServiceOn(t, r, other, cfg), 1)
+	if storedKey(t, other) == key {
+		t.Fatal("two deployments drew the same key")
+	}
+}
+
+func storedKey(t *testing.T, db *sqlx.DB) uint64 {
+	t.Helper()
+	var v string
+	if err := db.Get(&v, "SELECT value FROM shortlink_meta"); err != nil {
+		t.Fatalf("stored code key: %v", err)
+	}
+	key, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || key == 0 {
+		t.Fatalf("stored code key %q", v)
+	}
+	return key
 }
