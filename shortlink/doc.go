@@ -33,8 +33,16 @@
 //
 // Validation: only http and https targets, at most 2048 bytes, a well-formed
 // host, no credentials, not this service's own hosts (no loops), not a
-// blocklisted domain or its subdomains; URLs are normalised (scheme and host
-// lower-cased, default port and trailing dot dropped) before storing. Aliases
+// blocklisted domain or its subdomains. Hosts are parsed as browsers parse
+// them (WHATWG URL host parsing: case, trailing dot, IPv4 in 1 to 4 decimal,
+// octal or hex parts, IPv6 and IPv4-mapped IPv6 through net/netip) and
+// compared in canonical form, so 127.1, 2130706433, 0x7f000001, 0177.0.0.1
+// and [::ffff:127.0.0.1] are all 127.0.0.1; when an own host is loopback,
+// every loopback or unspecified address and localhost are own too. Hosts
+// are stricter than browsers' where that costs nothing: letters, digits and
+// hyphens only, and internationalised names in punycode (non-ASCII hosts are
+// refused rather than mapped as UTS #46 would). URLs are stored normalised:
+// lower-case scheme, canonical host, no default port. Aliases
 // are 3..64 of A-Z a-z 0-9 - _ and not reserved. Creations are rate-limited
 // per client IP (10/s) and so are misses (60/min), so codes cannot be walked,
 // through go-redis/redis_rate (GCRA in Redis).

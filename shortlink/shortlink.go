@@ -139,8 +139,8 @@ type Service struct {
 	clicks   *clickCounter
 	stats    cacheCounters
 
-	ownHosts map[string]bool
-	blocked  map[string]bool
+	ownHosts hostSet
+	blocked  hostSet
 	reserved map[string]bool
 
 	genMu     sync.Mutex // guards the generators and closed
@@ -164,6 +164,14 @@ func New(dbs []*sqlx.DB, rdb redis.UniversalClient, cfg Config) (*Service, error
 	if err != nil || base.Host == "" || (base.Scheme != "http" && base.Scheme != "https") {
 		return nil, fmt.Errorf("shortlink: BaseURL %q must be an absolute http(s) URL", cfg.BaseURL)
 	}
+	own, err := newHostSet(append([]string{base.Hostname()}, cfg.OwnHosts...), false)
+	if err != nil {
+		return nil, fmt.Errorf("%w: own host %w", ErrInvalidOptions, err)
+	}
+	blocked, err := newHostSet(cfg.Blocklist, true)
+	if err != nil {
+		return nil, fmt.Errorf("%w: blocklist entry %w", ErrInvalidOptions, err)
+	}
 	if rdb == nil {
 		return nil, errors.New("shortlink: nil Redis client")
 	}
@@ -184,8 +192,7 @@ func New(dbs []*sqlx.DB, rdb redis.UniversalClient, cfg Config) (*Service, error
 	s := &Service{
 		cfg: cfg, base: base, rdb: rdb, router: router, segments: segments,
 		space: keys.NewSpace(keys.Join(cfg.Namespace, "shortlink")), limiter: redis_rate.NewLimiter(rdb), local: local,
-		ownHosts: set(append([]string{base.Hostname()}, cfg.OwnHosts...)),
-		blocked:  set(cfg.Blocklist),
+		ownHosts: own, blocked: blocked,
 		reserved: set(append(append([]string(nil), DefaultReserved...), cfg.Reserved...)),
 	}
 	s.clicks = newClickCounter(s)
@@ -241,7 +248,7 @@ func validRedirect(code int) bool { return code == 301 || code == 302 || code ==
 func set(xs []string) map[string]bool {
 	m := make(map[string]bool, len(xs))
 	for _, x := range xs {
-		m[strings.TrimSuffix(strings.ToLower(x), ".")] = true
+		m[strings.ToLower(x)] = true
 	}
 	return m
 }

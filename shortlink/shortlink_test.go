@@ -1,6 +1,7 @@
 package shortlink_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -529,4 +530,44 @@ func storedKey(t *testing.T, db *sqlx.DB) uint64 {
 		t.Fatalf("stored code key %q", v)
 	}
 	return key
+}
+
+// Every spelling a browser takes to this service's host is a loop, and every
+// spelling of a blocked domain is blocked; hosts are stored canonically.
+func TestHostSpellings(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, testenv.NewRedis(t), shortlink.Config{
+		BaseURL: "http://127.0.0.1:8080", OwnHosts: []string{"Go.Sho.RT.", "[::1]"}, Blocklist: []string{"evil.example", "0x0A.1"},
+	})
+	own := []string{"127.1", "2130706433", "0x7f000001", "0177.0.0.1", "0x7F.0.0.1", "017700000001", "127.0.0.1.",
+		"[::ffff:127.0.0.1]", "[::FFFF:7f00:1]", "[0:0:0:0:0:ffff:127.0.0.1]", "localhost", "LocalHost.", "a.localhost",
+		"0.0.0.0", "0", "127.0.0.2", "[::]", "[0:0::1]", "go.sho.rt", "GO.SHO.RT.", "127.0.0.1:80", "127.1:8080"}
+	for _, h := range own {
+		u := "http://" + h + "/x"
+		if l, err := s.Shorten(ctx, u, shortlink.Options{}); !errors.Is(err, shortlink.ErrInvalidURL) || errors.Is(err, shortlink.ErrBlocked) {
+			t.Errorf("Shorten(%q) = %+v, %v; want a loop refused", u, l, err)
+		}
+	}
+	for _, h := range []string{"EVIL.example.", "Sub.Evil.Example.", "10.0.0.1", "012.0.0.1", "167772161", "[::ffff:a00:1]"} {
+		u := "https://" + h + "/x"
+		if l, err := s.Shorten(ctx, u, shortlink.Options{}); !errors.Is(err, shortlink.ErrBlocked) {
+			t.Errorf("Shorten(%q) = %+v, %v; want ErrBlocked", u, l, err)
+		}
+	}
+	for in, want := range map[string]string{
+		"http://0x5db8d822/":         "http://93.184.216.34/",
+		"http://Example.COM.:0080/a": "http://example.com/a",
+		"https://[2001:DB8::0:1]/":   "https://[2001:db8::1]/",
+		"http://notevil.example/":    "http://notevil.example/",
+	} {
+		if l, err := s.Shorten(ctx, in, shortlink.Options{}); err != nil || l.URL != want {
+			t.Errorf("Shorten(%q) = %+v, %v; want %s", in, l, err, want)
+		}
+	}
+	for _, cfg := range []shortlink.Config{{Blocklist: []string{"*.evil.example"}}, {OwnHosts: []string{"exa mple"}}, {BaseURL: "http://1.2.3.4.5/"}} {
+		cfg.BaseURL = cmp.Or(cfg.BaseURL, "https://sho.rt")
+		if _, err := shortlink.New([]*sqlx.DB{testenv.NewSQL(t)}, testenv.NewRedis(t).Client, cfg); !errors.Is(err, shortlink.ErrInvalidOptions) {
+			t.Errorf("New(%+v): %v, want ErrInvalidOptions", cfg, err)
+		}
+	}
 }
