@@ -19,6 +19,12 @@
 // and from this process's cache at once; other processes may serve a deleted
 // link for up to LocalTTL.
 //
+// Numbers are bounded before use: a link expires (TTL or ExpiresAt, to the
+// millisecond) after now and at most MaxLifetime (100 years) ahead; a visit
+// limit is at most MaxVisitLimit (2^53-1, exact in the counter's Lua
+// arithmetic); Config durations are not negative (but LocalTTL, which turns
+// the local cache off), limits and sizes are positive.
+//
 // Redirects are 302 by default: browsers cache a 301 for good, and clicks
 // stop being counted. 301 (or 307/308) is opt-in per link or per service,
 // with Cache-Control max-age capped at the link's expiry. Clicks are counted

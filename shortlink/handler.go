@@ -3,6 +3,7 @@ package shortlink
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 //	GET    /{code}            302 (or the link's / service's status) to the long URL;
 //	                          404 unknown, 410 expired, 429 too many misses
 //	POST   /api/links         {"url", "alias", "ttl_seconds", "expires_at", "max_visits", "redirect"}
+//	                          (bounds as in Options; ttl_seconds 1..MaxLifetime/1s)
 //	                          → 201 {"code", "short_url", …}; 400, 409 alias taken, 429
 //	GET    /api/links/{code}  → 200 {"code", "clicks"}
 //	DELETE /api/links/{code}  → 204
@@ -91,12 +93,31 @@ func (s *Service) cacheControl(l *Link, status int) string {
 }
 
 type createRequest struct {
-	URL        string    `json:"url"`
-	Alias      string    `json:"alias"`
-	TTLSeconds int64     `json:"ttl_seconds"`
-	ExpiresAt  time.Time `json:"expires_at"`
-	MaxVisits  int64     `json:"max_visits"`
-	Redirect   int       `json:"redirect"`
+	URL        string     `json:"url"`
+	Alias      string     `json:"alias"`
+	TTLSeconds *int64     `json:"ttl_seconds"` // 1..MaxLifetime in seconds
+	ExpiresAt  *time.Time `json:"expires_at"`  // in the future, at most MaxLifetime away
+	MaxVisits  int64      `json:"max_visits"`
+	Redirect   int        `json:"redirect"`
+}
+
+// options checks what Options cannot tell from its zero values — a given
+// but zero TTL or expiry — and converts seconds without overflowing.
+func (req *createRequest) options() (Options, error) {
+	o := Options{Alias: req.Alias, MaxVisits: req.MaxVisits, Redirect: req.Redirect}
+	if n := req.TTLSeconds; n != nil {
+		if *n < 1 || *n > int64(MaxLifetime/time.Second) {
+			return Options{}, fmt.Errorf("%w: ttl_seconds %d outside 1..%d", ErrInvalidOptions, *n, int64(MaxLifetime/time.Second))
+		}
+		o.TTL = time.Duration(*n) * time.Second
+	}
+	if at := req.ExpiresAt; at != nil {
+		if at.IsZero() {
+			return Options{}, fmt.Errorf("%w: expires_at %v is not in the future", ErrInvalidOptions, *at)
+		}
+		o.ExpiresAt = *at
+	}
+	return o, nil
 }
 
 type createResponse struct {
@@ -112,10 +133,13 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad JSON: " + err.Error()})
 		return
 	}
-	l, err := h.s.Shorten(r.Context(), req.URL, Options{
-		Alias: req.Alias, ExpiresAt: req.ExpiresAt, TTL: time.Duration(req.TTLSeconds) * time.Second,
-		MaxVisits: req.MaxVisits, Redirect: req.Redirect, ClientIP: h.clientIP(r),
-	})
+	o, err := req.options()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	o.ClientIP = h.clientIP(r)
+	l, err := h.s.Shorten(r.Context(), req.URL, o)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -4,12 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/shortlink"
@@ -176,4 +182,89 @@ func TestRateLimits(t *testing.T) {
 	if res := get(t, base+"/walky", "10.0.0.4"); res.StatusCode != 404 {
 		t.Fatalf("miss from a fresh IP: %d, want 404", res.StatusCode)
 	}
+}
+
+// Every number the API takes is bounded before use: nothing overflows into
+// a short or negative lifetime, and a refused request writes nothing.
+func TestNumericInputsBounded(t *testing.T) {
+	ctx := context.Background()
+	clk := newClock()
+	db := testenv.NewSQL(t)
+	s := newServiceOn(t, testenv.NewRedis(t), db, shortlink.Config{TablesPerDB: 4, Now: clk.Now})
+	base := server(t, s)
+	maxTTL := int64(shortlink.MaxLifetime / time.Second)
+	for _, body := range []string{
+		`"ttl_seconds": 18446744074`, // × 1e9 ns wraps to 0.29 s
+		`"ttl_seconds": 9223372037`,  // wraps negative
+		`"ttl_seconds": ` + strconv.FormatInt(maxTTL+1, 10),
+		`"ttl_seconds": 0`, `"ttl_seconds": -5`, `"ttl_seconds": 1.5`, `"ttl_seconds": 1e400`,
+		`"expires_at": "9999-12-31T23:59:59Z"`, `"expires_at": "0001-01-01T00:00:00Z"`,
+		`"expires_at": "` + clk.Now().Add(-time.Second).Format(time.RFC3339) + `"`,
+		`"expires_at": "` + clk.Now().Add(shortlink.MaxLifetime+time.Second).Format(time.RFC3339) + `"`,
+		`"expires_at": "` + clk.Now().Format(time.RFC3339Nano) + `"`,
+		`"max_visits": -1`, `"max_visits": 9007199254740992`, `"max_visits": 9223372036854775807`,
+		`"redirect": -302`, `"redirect": 200`,
+	} {
+		res, out := postRaw(t, base, `{"url": "https://example.com/", `+body+`}`)
+		if res.StatusCode != 400 {
+			t.Errorf("POST {%s}: %d %v, want 400", body, res.StatusCode, out)
+		}
+	}
+	if n := countLinks(t, db, 4); n != 0 {
+		t.Fatalf("refused requests left %d rows", n)
+	}
+	for _, body := range []string{
+		`"ttl_seconds": ` + strconv.FormatInt(maxTTL, 10),
+		`"expires_at": "` + clk.Now().Add(shortlink.MaxLifetime).Format(time.RFC3339) + `"`,
+		`"max_visits": 9007199254740991`, `"ttl_seconds": null, "expires_at": null`,
+	} {
+		if res, out := postRaw(t, base, `{"url": "https://example.com/", `+body+`}`); res.StatusCode != 201 {
+			t.Errorf("POST {%s}: %d %v, want 201", body, res.StatusCode, out)
+		}
+	}
+	for _, o := range []shortlink.Options{
+		{TTL: shortlink.MaxLifetime + 1}, {TTL: time.Duration(math.MaxInt64)}, {TTL: time.Microsecond},
+		{ExpiresAt: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}, {ExpiresAt: clk.Now()},
+		{MaxVisits: shortlink.MaxVisitLimit + 1},
+	} {
+		if _, err := s.Shorten(ctx, "https://example.com/", o); !errors.Is(err, shortlink.ErrInvalidOptions) {
+			t.Errorf("Shorten(%+v): %v, want ErrInvalidOptions", o, err)
+		}
+	}
+	for _, cfg := range []shortlink.Config{
+		{FlushEvery: -time.Second}, {NegativeTTL: -1}, {RedisTTL: -time.Hour}, {PermanentMaxAge: -1}, {TemporaryMaxAge: -1},
+		{LocalEntries: -5}, {SegmentStep: -1}, {CodeLength: 11}, {CodeLength: -1}, {SnowflakeNode: 1024}, {SnowflakeNode: -1},
+		{MissLimit: redis_rate.Limit{Rate: -1, Burst: 1, Period: time.Second}}, {CreateLimit: redis_rate.Limit{Rate: 1, Period: time.Second}},
+	} {
+		cfg.BaseURL = "https://sho.rt"
+		if _, err := shortlink.New([]*sqlx.DB{db}, testenv.NewRedis(t).Client, cfg); !errors.Is(err, shortlink.ErrInvalidOptions) {
+			t.Errorf("New(%+v): %v, want ErrInvalidOptions", cfg, err)
+		}
+	}
+}
+
+func postRaw(t *testing.T, base, body string) (*http.Response, map[string]any) {
+	t.Helper()
+	res, err := http.Post(base+"/api/links", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	json.NewDecoder(res.Body).Decode(&out)
+	return res, out
+}
+
+// countLinks counts the rows of all link tables.
+func countLinks(t *testing.T, db *sqlx.DB, tables int) int {
+	t.Helper()
+	rows := 0
+	for i := range tables {
+		var n int
+		if err := db.Get(&n, fmt.Sprintf("SELECT COUNT(*) FROM links_%03d", i)); err != nil {
+			t.Fatal(err)
+		}
+		rows += n
+	}
+	return rows
 }

@@ -38,7 +38,8 @@ var (
 	ErrMaxVisits = fmt.Errorf("%w: visit limit reached", ErrExpired)
 	// ErrRateLimited is returned when the caller's IP is over its limit.
 	ErrRateLimited = errors.New("shortlink: rate limited")
-	// ErrInvalidOptions is returned for contradictory or out-of-range options.
+	// ErrInvalidOptions is returned for contradictory or out-of-range options
+	// or Config.
 	ErrInvalidOptions = errors.New("shortlink: invalid options")
 	// ErrClosed is returned by Shorten and Resolve after Close.
 	ErrClosed = errors.New("shortlink: service closed")
@@ -234,14 +235,39 @@ func applyDefaults(cfg *Config) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if !validRedirect(cfg.Redirect) {
-		return fmt.Errorf("%w: redirect status %d (301, 302, 307 or 308)", ErrInvalidOptions, cfg.Redirect)
+	return validateConfig(cfg)
+}
+
+func validateConfig(cfg *Config) error {
+	bad := func(why string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(why, args...))
 	}
-	if cfg.Codes != PermutedCodes && cfg.Codes != SnowflakeCodes {
-		return fmt.Errorf("%w: code style %d", ErrInvalidOptions, cfg.Codes)
+	switch {
+	case !validRedirect(cfg.Redirect):
+		return bad("redirect status %d (301, 302, 307 or 308)", cfg.Redirect)
+	case cfg.Codes != PermutedCodes && cfg.Codes != SnowflakeCodes:
+		return bad("code style %d", cfg.Codes)
+	case cfg.SegmentStep < 1:
+		return bad("SegmentStep %d < 1", cfg.SegmentStep)
+	case cfg.SnowflakeNode < 0 || cfg.SnowflakeNode > idgen.MaxNodeID:
+		return bad("SnowflakeNode %d outside 0..%d", cfg.SnowflakeNode, idgen.MaxNodeID)
+	case cfg.LocalEntries < 1:
+		return bad("LocalEntries %d < 1", cfg.LocalEntries)
+	case cfg.PermanentMaxAge < 0 || cfg.TemporaryMaxAge < 0 || cfg.RedisTTL < 0 || cfg.NegativeTTL < 0 || cfg.FlushEvery < 0:
+		return bad("negative duration (only LocalTTL may be negative)")
+	case !validLimit(cfg.CreateLimit) || !validLimit(cfg.MissLimit):
+		return bad("rate limits need a positive rate, burst and period")
+	}
+	if cfg.Codes == PermutedCodes {
+		// idgen owns the code length's range; any non-zero key will do here.
+		if _, err := idgen.NewShortCodes(nil, idgen.ShortCodeConfig{Length: cfg.CodeLength, Key: 1}); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		}
 	}
 	return nil
 }
+
+func validLimit(l redis_rate.Limit) bool { return l.Rate > 0 && l.Burst > 0 && l.Period > 0 }
 
 func validRedirect(code int) bool { return code == 301 || code == 302 || code == 307 || code == 308 }
 
@@ -300,15 +326,24 @@ type Link struct {
 	Redirect  int       `json:"redirect,omitempty"`   // 0: the service default
 }
 
+// Bounds of Options: a link expires at most MaxLifetime after it is made,
+// and a visit limit is at most MaxVisitLimit (the largest integer the visit
+// counter's Lua arithmetic, in float64, holds exactly).
+const (
+	MaxLifetime   = 100 * 365 * 24 * time.Hour
+	MaxVisitLimit = 1<<53 - 1
+)
+
 // Options are Shorten's optional settings.
 type Options struct {
 	// Alias is a custom code (3..64 of A-Z a-z 0-9 - _, not reserved).
 	Alias string
-	// ExpiresAt or TTL (not both) make the link expire.
+	// ExpiresAt or TTL (not both) make the link expire. The expiry, to the
+	// millisecond, must be in the future and at most MaxLifetime away.
 	ExpiresAt time.Time
 	TTL       time.Duration
-	// MaxVisits > 0 makes the link expire after that many redirects,
-	// enforced exactly under concurrency.
+	// MaxVisits in 1..MaxVisitLimit makes the link expire after that many
+	// redirects, enforced exactly under concurrency; 0 is no limit.
 	MaxVisits int64
 	// Redirect overrides the service's redirect status for this link.
 	Redirect int
@@ -327,22 +362,17 @@ func (s *Service) Shorten(ctx context.Context, longURL string, o Options) (*Link
 	if err != nil {
 		return nil, err
 	}
-	l := &Link{URL: target, CreatedAt: now.Truncate(time.Millisecond), MaxVisits: o.MaxVisits, Redirect: o.Redirect}
+	expires, err := expiry(now, o)
+	if err != nil {
+		return nil, err
+	}
 	switch {
-	case !o.ExpiresAt.IsZero() && o.TTL != 0:
-		return nil, fmt.Errorf("%w: both ExpiresAt and TTL", ErrInvalidOptions)
-	case o.TTL < 0 || o.MaxVisits < 0:
-		return nil, fmt.Errorf("%w: negative TTL or MaxVisits", ErrInvalidOptions)
+	case o.MaxVisits < 0 || o.MaxVisits > MaxVisitLimit:
+		return nil, fmt.Errorf("%w: MaxVisits %d outside 0..%d", ErrInvalidOptions, o.MaxVisits, MaxVisitLimit)
 	case o.Redirect != 0 && !validRedirect(o.Redirect):
 		return nil, fmt.Errorf("%w: redirect status %d", ErrInvalidOptions, o.Redirect)
-	case o.TTL > 0:
-		l.ExpiresAt = now.Add(o.TTL).Truncate(time.Millisecond)
-	case !o.ExpiresAt.IsZero():
-		if !o.ExpiresAt.After(now) {
-			return nil, fmt.Errorf("%w: ExpiresAt %v is not in the future", ErrInvalidOptions, o.ExpiresAt)
-		}
-		l.ExpiresAt = o.ExpiresAt.Truncate(time.Millisecond)
 	}
+	l := &Link{URL: target, CreatedAt: now.Truncate(time.Millisecond), ExpiresAt: expires, MaxVisits: o.MaxVisits, Redirect: o.Redirect}
 	if o.Alias != "" {
 		if err := s.validateAlias(o.Alias); err != nil {
 			return nil, err
@@ -378,6 +408,30 @@ func (s *Service) Shorten(ctx context.Context, longURL string, o Options) (*Link
 		}
 	}
 	return nil, fmt.Errorf("shortlink: 5 generated codes in a row were taken: %w", err)
+}
+
+// expiry returns when a link made at now with o expires (zero: never): to the
+// millisecond, after now and at most MaxLifetime later.
+func expiry(now time.Time, o Options) (time.Time, error) {
+	var at time.Time
+	switch {
+	case !o.ExpiresAt.IsZero() && o.TTL != 0:
+		return time.Time{}, fmt.Errorf("%w: both ExpiresAt and TTL", ErrInvalidOptions)
+	case o.TTL != 0:
+		if o.TTL < 0 || o.TTL > MaxLifetime {
+			return time.Time{}, fmt.Errorf("%w: TTL %v outside (0, %v]", ErrInvalidOptions, o.TTL, MaxLifetime)
+		}
+		at = now.Add(o.TTL)
+	case !o.ExpiresAt.IsZero():
+		at = o.ExpiresAt
+	default:
+		return time.Time{}, nil
+	}
+	at = at.Truncate(time.Millisecond)
+	if !at.After(now) || at.Sub(now) > MaxLifetime {
+		return time.Time{}, fmt.Errorf("%w: expiry %v is not in the next %v", ErrInvalidOptions, at.UTC(), MaxLifetime)
+	}
+	return at, nil
 }
 
 func (s *Service) nextCode(ctx context.Context) (string, error) {

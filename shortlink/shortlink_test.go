@@ -269,16 +269,7 @@ func TestURLValidation(t *testing.T) {
 	if _, err := s.Shorten(ctx, "https://sub.evil.example/", shortlink.Options{}); !errors.Is(err, shortlink.ErrBlocked) {
 		t.Errorf("blocked subdomain: %v, want ErrBlocked", err)
 	}
-	// Nothing was written by any refusal.
-	var rows int
-	for i := range 4 {
-		var n int
-		if err := db.Get(&n, fmt.Sprintf("SELECT COUNT(*) FROM links_%03d", i)); err != nil {
-			t.Fatal(err)
-		}
-		rows += n
-	}
-	if rows != 0 {
+	if rows := countLinks(t, db, 4); rows != 0 { // nothing was written by any refusal
 		t.Fatalf("refused links left %d rows", rows)
 	}
 	normal := map[string]string{
