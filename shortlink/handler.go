@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -16,18 +17,25 @@ import (
 //	                          404 unknown, 410 expired, 429 too many misses
 //	POST   /api/links         {"url", "alias", "ttl_seconds", "expires_at", "max_visits", "redirect"}
 //	                          (bounds as in Options; ttl_seconds 1..MaxLifetime/1s)
-//	                          → 201 {"code", "short_url", …}; 400, 409 alias taken, 429
+//	                          → 201 {"code", "short_url", …}; 400 (also for unknown, mis-cased or
+//	                          repeated fields and data after the object), 409 alias taken,
+//	                          413 over 16 KiB, 429 with Retry-After
 //	GET    /api/links/{code}  → 200 {"code", "clicks"}
 //	DELETE /api/links/{code}  → 204
 //
 // The API has no authentication: mount it behind yours. clientIP extracts the
-// rate-limit key from a request; nil uses the connection's address (set it
-// when behind a trusted proxy).
+// rate-limit key from a request (set it when behind a trusted proxy); nil, or
+// an empty answer, uses the connection's address, so that no request goes
+// unlimited.
 func (s *Service) Handler(clientIP func(*http.Request) string) http.Handler {
-	if clientIP == nil {
-		clientIP = remoteIP
-	}
-	h := &handler{s: s, clientIP: clientIP}
+	h := &handler{s: s, clientIP: func(r *http.Request) string {
+		if clientIP != nil {
+			if ip := clientIP(r); ip != "" {
+				return ip
+			}
+		}
+		return remoteIP(r)
+	}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{code}", h.redirect)
 	mux.HandleFunc("POST /api/links", h.create)
@@ -127,10 +135,8 @@ type createResponse struct {
 
 func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 	var req createRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad JSON: " + err.Error()})
+	if err := readJSON(w, r, &req); err != nil {
+		writeError(w, err)
 		return
 	}
 	o, err := req.options()
@@ -166,7 +172,14 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 
 func writeError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
+	var tooBig *http.MaxBytesError
+	var limited *RateLimitError
 	switch {
+	case errors.As(err, &tooBig):
+		status = http.StatusRequestEntityTooLarge
+	case errors.As(err, &limited):
+		status = http.StatusTooManyRequests
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(max(1, math.Ceil(limited.RetryAfter.Seconds()))), 10))
 	case errors.Is(err, ErrNotFound):
 		status = http.StatusNotFound
 	case errors.Is(err, ErrExpired):
@@ -175,7 +188,7 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusTooManyRequests
 	case errors.Is(err, ErrAliasTaken):
 		status = http.StatusConflict
-	case errors.Is(err, ErrInvalidURL), errors.Is(err, ErrInvalidAlias), errors.Is(err, ErrInvalidOptions):
+	case errors.Is(err, errBody), errors.Is(err, ErrInvalidURL), errors.Is(err, ErrInvalidAlias), errors.Is(err, ErrInvalidOptions):
 		status = http.StatusBadRequest
 	}
 	msg := err.Error()

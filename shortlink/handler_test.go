@@ -268,3 +268,44 @@ func countLinks(t *testing.T, db *sqlx.DB, tables int) int {
 	}
 	return rows
 }
+
+// A create request is one JSON object with exactly-named fields, each once,
+// and nothing after it; a body over the cap is 413; a 429 says when to retry,
+// also to a request whose clientIP is empty (limited by its connection).
+func TestCreateRequestBodies(t *testing.T) {
+	db := testenv.NewSQL(t)
+	s := newServiceOn(t, testenv.NewRedis(t), db, shortlink.Config{TablesPerDB: 4, CreateLimit: redis_rate.PerMinute(2)})
+	base := server(t, s)
+	ok := `{"url": "https://example.com/"}`
+	for body, want := range map[string]int{
+		ok + `garbage`: 400,
+		ok + ok:        400,
+		ok + `{}`:      400,
+		ok + `]`:       400,
+		`{"url": "https://example.com/", "url": "https://example.com/x"}`: 400,
+		`{"URL": "https://example.com/"}`:                                 400,
+		`{"url": "https://example.com/", "Max_Visits": 1}`:                400,
+		`{"url": "https://example.com/", "bogus": 1}`:                     400,
+		`null`: 400, `[]`: 400, `"x"`: 400, ``: 400, `{`: 400,
+		`{"url": "https://example.com/", "alias": "` + strings.Repeat("a", 17<<10) + `"}`: 413,
+		ok + strings.Repeat(" ", 17<<10): 413,
+	} {
+		if res, out := postRaw(t, base, body); res.StatusCode != want {
+			t.Errorf("POST %.80q: %d %v, want %d", body, res.StatusCode, out, want)
+		}
+	}
+	if n := countLinks(t, db, 4); n != 0 {
+		t.Fatalf("refused bodies left %d rows", n)
+	}
+	for i, want := range []int{201, 201, 429} {
+		res, out := postRaw(t, base, ok+"\n")
+		if res.StatusCode != want {
+			t.Fatalf("create %d: %d %v, want %d", i+1, res.StatusCode, out, want)
+		}
+		if want == 429 {
+			if secs, err := strconv.Atoi(res.Header.Get("Retry-After")); err != nil || secs < 1 || secs > 30 {
+				t.Fatalf("429 with Retry-After %q, want 1..30 seconds", res.Header.Get("Retry-After"))
+			}
+		}
+	}
+}

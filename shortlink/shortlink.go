@@ -36,7 +36,8 @@ var (
 	ErrExpired = errors.New("shortlink: link expired")
 	// ErrMaxVisits wraps ErrExpired for a link that used up its visits.
 	ErrMaxVisits = fmt.Errorf("%w: visit limit reached", ErrExpired)
-	// ErrRateLimited is returned when the caller's IP is over its limit.
+	// ErrRateLimited is wrapped by a *RateLimitError when the caller's IP is
+	// over its limit.
 	ErrRateLimited = errors.New("shortlink: rate limited")
 	// ErrInvalidOptions is returned for contradictory or out-of-range options
 	// or Config.
@@ -479,10 +480,23 @@ func (s *Service) allow(ctx context.Context, kind, ip string, limit redis_rate.L
 		return fmt.Errorf("shortlink: rate limit: %w", err)
 	}
 	if res.Allowed == 0 {
-		return fmt.Errorf("%w: %s from %s, retry after %v", ErrRateLimited, kind, ip, res.RetryAfter.Round(time.Millisecond))
+		return &RateLimitError{Limit: kind, RetryAfter: res.RetryAfter}
 	}
 	return nil
 }
+
+// RateLimitError is the error of a call refused by a rate limit; it wraps
+// ErrRateLimited.
+type RateLimitError struct {
+	Limit      string        // "create" or "miss"
+	RetryAfter time.Duration // until the client has budget again
+}
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("%v: %s limit, retry after %v", ErrRateLimited, e.Limit, e.RetryAfter.Round(time.Millisecond))
+}
+
+func (e *RateLimitError) Unwrap() error { return ErrRateLimited }
 
 // exhausted reports whether ip has no budget of kind left, without spending.
 func (s *Service) exhausted(ctx context.Context, kind, ip string, limit redis_rate.Limit) (bool, error) {
