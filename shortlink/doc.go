@@ -50,8 +50,13 @@
 // refused rather than mapped as UTS #46 would). URLs are stored normalised:
 // lower-case scheme, canonical host, no default port. Aliases
 // are 3..64 of A-Z a-z 0-9 - _ and not reserved. Creations are rate-limited
-// per client IP (10/s) and so are misses (60/min), so codes cannot be walked,
-// through go-redis/redis_rate (GCRA in Redis).
+// per client IP (10/s) and so are misses (60/min), through go-redis/redis_rate
+// (GCRA in Redis). So that codes cannot be walked, a client out of misses is
+// refused everything — existing codes too — before any lookup: ResolveWith
+// with a ClientIP (and the handler, for redirects, stats and deletes) peeks
+// at the budget first, one limiter call, and spends one unit on a miss. The
+// limiter fails open (OnError hears of it): a Redis outage must not stop
+// cached links from resolving.
 //
 // A Service is safe for concurrent use. Close stops every goroutine it
 // started (click flusher, code segment prefetch, local cache) and may be

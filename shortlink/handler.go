@@ -14,7 +14,8 @@ import (
 // Handler serves the redirects and a small JSON API:
 //
 //	GET    /{code}            302 (or the link's / service's status) to the long URL;
-//	                          404 unknown, 410 expired, 429 too many misses
+//	                          404 unknown, 410 expired, 429 (with Retry-After) when the
+//	                          client's misses are used up — for every code, before any lookup
 //	POST   /api/links         {"url", "alias", "ttl_seconds", "expires_at", "max_visits", "redirect"}
 //	                          (bounds as in Options; ttl_seconds 1..MaxLifetime/1s)
 //	                          → 201 {"code", "short_url", …}; 400 (also for unknown, mis-cased or
@@ -22,6 +23,8 @@ import (
 //	                          413 over 16 KiB, 429 with Retry-After
 //	GET    /api/links/{code}  → 200 {"code", "clicks"}
 //	DELETE /api/links/{code}  → 204
+//
+// The two code routes of the API are held to the miss limit like redirects.
 //
 // The API has no authentication: mount it behind yours. clientIP extracts the
 // rate-limit key from a request (set it when behind a trusted proxy); nil, or
@@ -58,18 +61,7 @@ func remoteIP(r *http.Request) string {
 }
 
 func (h *handler) redirect(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	l, err := h.s.Resolve(ctx, r.PathValue("code"))
-	if errors.Is(err, ErrNotFound) {
-		// Misses are what walking the code space looks like: each costs
-		// budget, and an IP without budget gets nothing more.
-		ip := h.clientIP(r)
-		if over, lerr := h.s.exhausted(ctx, "miss", ip, h.s.cfg.MissLimit); lerr == nil && over {
-			err = ErrRateLimited
-		} else {
-			h.s.allow(ctx, "miss", ip, h.s.cfg.MissLimit)
-		}
-	}
+	l, err := h.s.ResolveWith(r.Context(), r.PathValue("code"), ResolveOptions{ClientIP: h.clientIP(r)})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -153,8 +145,14 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, createResponse{Link: l, ShortURL: h.s.ShortURL(l.Code)})
 }
 
+// stats and delete answer 404 for unknown codes as redirects do, so they
+// are held to the same miss limit.
 func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
-	st, err := h.s.Stats(r.Context(), r.PathValue("code"))
+	var st Stats
+	err := h.s.limitMisses(r.Context(), h.clientIP(r), func() (err error) {
+		st, err = h.s.Stats(r.Context(), r.PathValue("code"))
+		return err
+	})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -163,7 +161,8 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
-	if err := h.s.Delete(r.Context(), r.PathValue("code")); err != nil {
+	err := h.s.limitMisses(r.Context(), h.clientIP(r), func() error { return h.s.Delete(r.Context(), r.PathValue("code")) })
+	if err != nil {
 		writeError(w, err)
 		return
 	}

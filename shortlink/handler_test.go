@@ -176,11 +176,69 @@ func TestRateLimits(t *testing.T) {
 	if res := get(t, base+"/walkz", "10.0.0.3"); res.StatusCode != 429 {
 		t.Fatalf("4th miss: %d, want 429", res.StatusCode)
 	}
-	if res := get(t, base+"/"+code, "10.0.0.3"); res.StatusCode != 302 {
-		t.Fatalf("a hit from the walking IP: %d, want 302 (hits cost no budget)", res.StatusCode)
-	}
 	if res := get(t, base+"/walky", "10.0.0.4"); res.StatusCode != 404 {
 		t.Fatalf("miss from a fresh IP: %d, want 404", res.StatusCode)
+	}
+	for i := range 10 { // hits cost no budget
+		if res := get(t, base+"/"+code, "10.0.0.4"); res.StatusCode != 302 {
+			t.Fatalf("hit %d: %d, want 302", i+1, res.StatusCode)
+		}
+	}
+	if res := get(t, base+"/walkx", "10.0.0.4"); res.StatusCode != 404 {
+		t.Fatalf("2nd miss after 10 hits: %d, want 404", res.StatusCode)
+	}
+}
+
+// An IP out of miss budget learns nothing more: every code answers 429 with
+// Retry-After before any lookup (no cache or SQL read), in the handler's
+// redirect, stats and delete routes and in ResolveWith alike.
+func TestMissLimitBeforeLookup(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, testenv.NewRedis(t), shortlink.Config{MissLimit: redis_rate.PerMinute(3)})
+	base := server(t, s)
+	l, err := s.Shorten(ctx, "https://example.com/", shortlink.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const walker = "10.9.0.1"
+	for i := range 3 {
+		if res := get(t, fmt.Sprintf("%s/walk%d", base, i), walker); res.StatusCode != 404 {
+			t.Fatalf("miss %d: %d, want 404", i+1, res.StatusCode)
+		}
+	}
+	before := s.CacheStats()
+	for _, path := range []string{"/" + l.Code, "/walk9", "/nosuchcode", "/api/links/" + l.Code, "/api/links/walk9"} {
+		res := get(t, base+path, walker)
+		if secs, err := strconv.Atoi(res.Header.Get("Retry-After")); res.StatusCode != 429 || err != nil || secs < 1 || secs > 20 {
+			t.Errorf("GET %s with no budget: %d, Retry-After %q; want 429 within 20 s", path, res.StatusCode, res.Header.Get("Retry-After"))
+		}
+	}
+	req, _ := http.NewRequest("DELETE", base+"/api/links/"+l.Code, nil)
+	req.Header.Set("X-Test-IP", walker)
+	if res, err := noFollow.Do(req); err != nil || res.StatusCode != 429 {
+		t.Errorf("DELETE with no budget: %v, %v; want 429", res.StatusCode, err)
+	}
+	_, err = s.ResolveWith(ctx, l.Code, shortlink.ResolveOptions{ClientIP: walker})
+	var limited *shortlink.RateLimitError
+	if !errors.As(err, &limited) || !errors.Is(err, shortlink.ErrRateLimited) || limited.RetryAfter <= 0 || limited.RetryAfter > 20*time.Second {
+		t.Errorf("ResolveWith with no budget: %v, want a RateLimitError within 20 s", err)
+	}
+	if after := s.CacheStats(); after != before {
+		t.Errorf("refused requests were looked up: %+v → %+v", before, after)
+	}
+	// The library charges one unit per miss, and hits are free.
+	for i := range 5 {
+		if _, err := s.ResolveWith(ctx, l.Code, shortlink.ResolveOptions{ClientIP: "10.9.0.2"}); err != nil {
+			t.Fatalf("hit %d: %v", i+1, err)
+		}
+	}
+	for i := range 3 {
+		if _, err := s.ResolveWith(ctx, fmt.Sprintf("miss%d", i), shortlink.ResolveOptions{ClientIP: "10.9.0.2"}); !errors.Is(err, shortlink.ErrNotFound) {
+			t.Fatalf("miss %d: %v, want ErrNotFound", i+1, err)
+		}
+	}
+	if _, err := s.ResolveWith(ctx, "miss3", shortlink.ResolveOptions{ClientIP: "10.9.0.2"}); !errors.Is(err, shortlink.ErrRateLimited) {
+		t.Fatalf("4th miss: %v, want ErrRateLimited", err)
 	}
 }
 

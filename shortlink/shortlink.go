@@ -113,14 +113,18 @@ type Config struct {
 	// LocalEntries bounds the in-process cache [100,000 links].
 	LocalEntries int64
 
-	// CreateLimit per client IP [10/s]; MissLimit, the 404s per client IP
-	// before it is refused [60/min].
+	// CreateLimit per client IP [10/s]. MissLimit, the 404s a client IP may
+	// cause (ResolveWith with a ClientIP, the handler's code routes); with
+	// none left it is refused everything, before any lookup [60/min]. An
+	// IPv6 client is limited by its /64, which one subscriber usually holds
+	// whole.
 	CreateLimit redis_rate.Limit
 	MissLimit   redis_rate.Limit
 
 	// FlushEvery is how often counted clicks are written to SQL [1s].
 	FlushEvery time.Duration
-	// OnError receives errors of background work (click flushes).
+	// OnError receives errors of background work (click flushes) and of
+	// the miss limiter, which lets calls through when it fails.
 	OnError func(error)
 	// Now is the clock [time.Now].
 	Now func() time.Time
@@ -473,52 +477,32 @@ func (s *Service) nextCode(ctx context.Context) (string, error) {
 	return s.codes.Next(ctx)
 }
 
-// allow spends one unit of ip's budget for kind.
-func (s *Service) allow(ctx context.Context, kind, ip string, limit redis_rate.Limit) error {
-	res, err := s.limiter.Allow(ctx, s.rateKey(kind, ip), limit)
-	if err != nil {
-		return fmt.Errorf("shortlink: rate limit: %w", err)
-	}
-	if res.Allowed == 0 {
-		return &RateLimitError{Limit: kind, RetryAfter: res.RetryAfter}
-	}
-	return nil
-}
-
-// RateLimitError is the error of a call refused by a rate limit; it wraps
-// ErrRateLimited.
-type RateLimitError struct {
-	Limit      string        // "create" or "miss"
-	RetryAfter time.Duration // until the client has budget again
-}
-
-func (e *RateLimitError) Error() string {
-	return fmt.Sprintf("%v: %s limit, retry after %v", ErrRateLimited, e.Limit, e.RetryAfter.Round(time.Millisecond))
-}
-
-func (e *RateLimitError) Unwrap() error { return ErrRateLimited }
-
-// exhausted reports whether ip has no budget of kind left, without spending.
-func (s *Service) exhausted(ctx context.Context, kind, ip string, limit redis_rate.Limit) (bool, error) {
-	res, err := s.limiter.AllowN(ctx, s.rateKey(kind, ip), limit, 0)
-	if err != nil {
-		return false, fmt.Errorf("shortlink: rate limit: %w", err)
-	}
-	return res.Remaining == 0, nil
-}
-
-func (s *Service) rateKey(kind, ip string) string { return s.space.Key(ip, "rate", kind) }
-
 // Resolve returns the link of code and counts the visit. Unknown codes give
-// ErrNotFound, expired links or used-up visit limits ErrExpired.
+// ErrNotFound, expired links or used-up visit limits ErrExpired. It is
+// ResolveWith without options: no miss limit.
 func (s *Service) Resolve(ctx context.Context, code string) (*Link, error) {
+	return s.ResolveWith(ctx, code, ResolveOptions{})
+}
+
+// ResolveOptions are ResolveWith's optional settings.
+type ResolveOptions struct {
+	// ClientIP, when set, holds the caller to Config.MissLimit, so that
+	// codes cannot be walked: a client with no miss budget left is refused
+	// with a *RateLimitError before any lookup, for existing codes too, and
+	// every ErrNotFound costs it one unit.
+	ClientIP string
+}
+
+// ResolveWith is Resolve with options.
+func (s *Service) ResolveWith(ctx context.Context, code string, o ResolveOptions) (*Link, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	if !validCode(code) {
-		return nil, ErrNotFound
-	}
-	l, err := s.lookup(ctx, code)
+	var l *Link
+	err := s.limitMisses(ctx, o.ClientIP, func() (err error) {
+		l, err = s.find(ctx, code)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -532,6 +516,14 @@ func (s *Service) Resolve(ctx context.Context, code string) (*Link, error) {
 	}
 	s.clicks.add(code)
 	return l, nil
+}
+
+// find looks code up; a string that cannot be a code is not looked up.
+func (s *Service) find(ctx context.Context, code string) (*Link, error) {
+	if !validCode(code) {
+		return nil, ErrNotFound
+	}
+	return s.lookup(ctx, code)
 }
 
 // Delete removes a link; it stops resolving at once in this process and in
