@@ -153,3 +153,18 @@ func (s *Service) visit(ctx context.Context, l *Link) error {
 	}
 	return nil
 }
+
+// visitsLeft returns ErrMaxVisits when l has no visit left, spending none.
+func (s *Service) visitsLeft(ctx context.Context, l *Link) error {
+	n, err := s.rdb.Get(ctx, s.space.Key(l.Code, "visits")).Int64()
+	if errors.Is(err, redis.Nil) { // not counted in Redis (yet): SQL has the flushed visits
+		n, err = s.storedClicks(ctx, l.Code)
+	}
+	if err != nil {
+		return fmt.Errorf("shortlink: read visits: %w", err)
+	}
+	if n >= l.MaxVisits {
+		return ErrMaxVisits
+	}
+	return nil
+}

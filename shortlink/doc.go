@@ -32,6 +32,9 @@
 // UPDATE per redirect, which caps a hot link at a few dozen redirects a second
 // in YOURLS. A crash loses at most one interval of counts.
 //
+// Only a visit counts: HEAD (ResolveOptions.Peek) answers as GET would
+// but counts no click and spends no visit.
+//
 // Visit limits (MaxVisits) are exact under concurrency: an atomic counter in
 // Redis per limited link. If Redis loses that counter it is re-seeded from
 // the flushed click count, so visits counted but not yet flushed can be

@@ -16,6 +16,7 @@ import (
 //	GET    /{code}            302 (or the link's / service's status) to the long URL;
 //	                          404 unknown, 410 expired, 429 (with Retry-After) when the
 //	                          client's misses are used up — for every code, before any lookup
+//	HEAD   /{code}            the same answer, but no click counted and no visit spent
 //	POST   /api/links         {"url", "alias", "ttl_seconds", "expires_at", "max_visits", "redirect"}
 //	                          (bounds as in Options; ttl_seconds 1..MaxLifetime/1s)
 //	                          → 201 {"code", "short_url", …}; 400 (also for unknown, mis-cased or
@@ -61,7 +62,9 @@ func remoteIP(r *http.Request) string {
 }
 
 func (h *handler) redirect(w http.ResponseWriter, r *http.Request) {
-	l, err := h.s.ResolveWith(r.Context(), r.PathValue("code"), ResolveOptions{ClientIP: h.clientIP(r)})
+	// The route serves HEAD too: a safe request must not spend a visit or
+	// count a click, and answers as GET would.
+	l, err := h.s.ResolveWith(r.Context(), r.PathValue("code"), ResolveOptions{ClientIP: h.clientIP(r), Peek: r.Method != http.MethodGet})
 	if err != nil {
 		writeError(w, err)
 		return

@@ -367,3 +367,41 @@ func TestCreateRequestBodies(t *testing.T) {
 		}
 	}
 }
+
+// HEAD answers as GET would but is no visit: a link limited to one visit
+// survives any number of HEADs, and HEADs count no clicks.
+func TestHeadDoesNotConsume(t *testing.T) {
+	s := newService(t, testenv.NewRedis(t), shortlink.Config{})
+	base := server(t, s)
+	_, once := post(t, base, map[string]any{"url": "https://example.com/once", "max_visits": 1}, "1.1.1.1")
+	_, plain := post(t, base, map[string]any{"url": "https://example.com/plain"}, "1.1.1.1")
+	head := func(code string) *http.Response {
+		req, _ := http.NewRequest("HEAD", base+"/"+code, nil)
+		res, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	code := once["code"].(string)
+	for range 3 {
+		if res := head(code); res.StatusCode != 302 || res.Header.Get("Location") != "https://example.com/once" || res.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("HEAD: %d %q %q; want 302 to the link, no-store", res.StatusCode, res.Header.Get("Location"), res.Header.Get("Cache-Control"))
+		}
+		head(plain["code"].(string))
+	}
+	if res := get(t, base+"/"+code, "2.2.2.2"); res.StatusCode != 302 {
+		t.Fatalf("GET after HEADs: %d, want 302 (HEAD spent the only visit)", res.StatusCode)
+	}
+	for _, res := range []*http.Response{get(t, base+"/"+code, "2.2.2.2"), head(code)} {
+		if res.StatusCode != 410 {
+			t.Errorf("%s of a used-up link: %d, want 410", res.Request.Method, res.StatusCode)
+		}
+	}
+	for c, want := range map[string]int64{code: 1, plain["code"].(string): 0} {
+		if st, err := s.Stats(context.Background(), c); err != nil || st.Clicks != want {
+			t.Errorf("stats of %s: %+v, %v; want %d clicks", c, st, err, want)
+		}
+	}
+}

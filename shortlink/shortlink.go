@@ -491,6 +491,9 @@ type ResolveOptions struct {
 	// with a *RateLimitError before any lookup, for existing codes too, and
 	// every ErrNotFound costs it one unit.
 	ClientIP string
+	// Peek answers as a visit would without being one: no click is
+	// counted and no visit of a MaxVisits link spent (for HEAD requests).
+	Peek bool
 }
 
 // ResolveWith is Resolve with options.
@@ -509,12 +512,18 @@ func (s *Service) ResolveWith(ctx context.Context, code string, o ResolveOptions
 	if !l.ExpiresAt.IsZero() && !s.cfg.Now().Before(l.ExpiresAt) {
 		return nil, ErrExpired
 	}
-	if l.MaxVisits > 0 {
-		if err := s.visit(ctx, l); err != nil {
-			return nil, err
-		}
+	switch {
+	case o.Peek && l.MaxVisits > 0:
+		err = s.visitsLeft(ctx, l)
+	case l.MaxVisits > 0:
+		err = s.visit(ctx, l)
 	}
-	s.clicks.add(code)
+	if err != nil {
+		return nil, err
+	}
+	if !o.Peek {
+		s.clicks.add(code)
+	}
 	return l, nil
 }
 
