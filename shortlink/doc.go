@@ -30,13 +30,18 @@
 // with Cache-Control max-age capped at the link's expiry. Clicks are counted
 // in memory and written every FlushEvery as one UPDATE per link — never a row
 // UPDATE per redirect, which caps a hot link at a few dozen redirects a second
-// in YOURLS. A crash loses at most one interval of counts.
+// in YOURLS. A crash loses at most one interval of counts; a failed flush is
+// tried again with the next, so an UPDATE that committed but whose reply was
+// lost counts its clicks twice (clicks are statistics, and a visit counter
+// re-seeded from them errs on the side of fewer visits).
 //
 // Only a visit counts: HEAD (ResolveOptions.Peek) answers as GET would
 // but counts no click and spends no visit.
 //
 // Visit limits (MaxVisits) are exact under concurrency: an atomic counter in
-// Redis per limited link. If Redis loses that counter it is re-seeded from
+// Redis per limited link, counted once per request even when go-redis
+// re-sends the script after a lost reply (a request id the script
+// remembers for a minute). If Redis loses that counter it is re-seeded from
 // the flushed click count, so visits counted but not yet flushed can be
 // granted again — the price of not locking a row per redirect.
 //
