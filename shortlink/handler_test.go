@@ -405,3 +405,35 @@ func TestHeadDoesNotConsume(t *testing.T) {
 		}
 	}
 }
+
+// A client is limited by what it is, not how its address is spelt: one IPv4
+// address in any form, one IPv6 /64 whatever address in it.
+func TestRateLimitClientSpellings(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, testenv.NewRedis(t), shortlink.Config{MissLimit: redis_rate.PerMinute(3), CreateLimit: redis_rate.PerMinute(2)})
+	resolve := func(ip string) error {
+		_, err := s.ResolveWith(ctx, "nosuchcode", shortlink.ResolveOptions{ClientIP: ip})
+		return err
+	}
+	for _, group := range [][]string{
+		{"10.0.0.7", "::ffff:10.0.0.7", "::FFFF:a00:7", "10.0.0.7"},
+		{"2001:db8::1", "2001:DB8:0:0:ffff::2", "2001:db8::abcd:3", "2001:db8::4"},
+		{"fe80::1%eth0", "fe80::2", "fe80::1", "fe80::3%eth1"},
+	} {
+		for i, ip := range group {
+			err := resolve(ip)
+			if i < 3 && !errors.Is(err, shortlink.ErrNotFound) || i == 3 && !errors.Is(err, shortlink.ErrRateLimited) {
+				t.Errorf("miss %d from %s (group %v): %v", i+1, ip, group, err)
+			}
+		}
+	}
+	if err := resolve("2001:db8:0:1::1"); !errors.Is(err, shortlink.ErrNotFound) {
+		t.Errorf("another /64: %v, want ErrNotFound", err)
+	}
+	for i, ip := range []string{"2001:db8:5::1", "2001:db8:5::2", "2001:db8:5::3"} {
+		_, err := s.Shorten(ctx, "https://example.com/", shortlink.Options{ClientIP: ip})
+		if i < 2 && err != nil || i == 2 && !errors.Is(err, shortlink.ErrRateLimited) {
+			t.Errorf("create %d from %s: %v", i+1, ip, err)
+		}
+	}
+}

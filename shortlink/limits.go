@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -77,4 +78,20 @@ func (s *Service) missBudget(ctx context.Context, ip string) error {
 	return &RateLimitError{Limit: "miss", RetryAfter: max(time.Millisecond, res.ResetAfter-time.Duration(limit.Burst-1)*perUnit)}
 }
 
-func (s *Service) rateKey(kind, ip string) string { return s.space.Key(ip, "rate", kind) }
+func (s *Service) rateKey(kind, ip string) string { return s.space.Key(clientKey(ip), "rate", kind) }
+
+// clientKey is the identity a client is limited by: every spelling of one
+// IPv4 address (IPv4-mapped IPv6 included) is one client, and so is an IPv6
+// /64 — one subscriber's, in which it can pick a new address per request.
+// Anything that is not an IP address (a user id, say) is used as it is.
+func clientKey(ip string) string {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	addr = addr.Unmap().WithZone("")
+	if addr.Is4() {
+		return addr.String()
+	}
+	return netip.PrefixFrom(addr, 64).Masked().String()
+}
