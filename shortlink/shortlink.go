@@ -305,10 +305,13 @@ func (s *Service) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.genMu.Lock()
 		s.closed.Store(true)
-		seg := s.segment
+		seg, sf := s.segment, s.snowflake
 		s.genMu.Unlock()
 		if seg != nil {
 			seg.Close()
+		}
+		if sf != nil {
+			sf.Close()
 		}
 		s.closeErr = s.clicks.close(ctx)
 		s.local.Close()
