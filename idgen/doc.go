@@ -9,7 +9,8 @@
 //     ErrClockBackwards when that is more than MaxClockWait away, instead of
 //     silently repeating ids. bwmarrin's Generate busy-waits (holding its
 //     lock) for the next millisecond when 4096 ids were taken in one: a node
-//     tops out near 4M ids/s by design.
+//     tops out near 4M ids/s by design. Close cancels and waits for a
+//     background renewal of the reservation.
 //   - Base62: EncodeBase62 / DecodeBase62 over 0-9A-Za-z; decoding rejects
 //     empty input, foreign characters and values above 2^64-1.
 //   - Segment ("号段", Meituan Leaf's segment mode): ranges of ids leased from
@@ -26,6 +27,8 @@
 //   - ShortCodes: fixed-length (7 by default) non-sequential codes — a keyed
 //     Feistel permutation of a counter over exactly [0, 62^Length), base62
 //     padded. Distinct counters give distinct codes and codes decode back.
+//     The key is required: with a known key (zero, say) anyone could list
+//     the codes in the order they are issued.
 //   - Genes: ids carrying a shard number in their low bits ("基因法"), with
 //     the gene of a key taken from the same xxhash shard routing uses.
 //

@@ -59,8 +59,8 @@ type lease struct {
 var (
 	// ErrSegmentConfig is wrapped by configuration errors.
 	ErrSegmentConfig = errors.New("idgen: bad segment config")
-	// ErrClosed is returned by Next after Close.
-	ErrClosed = errors.New("idgen: segment closed")
+	// ErrClosed is returned by Next after Close (of a Segment or Snowflake).
+	ErrClosed = errors.New("idgen: closed")
 )
 
 // NewSegment returns an allocator for cfg.Tag on src. It leases the first

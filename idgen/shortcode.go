@@ -17,12 +17,16 @@ type ShortCodeConfig struct {
 	// Length of every code, 1..10. Default 7: 62^7 ≈ 3.5e12 codes, 9,000
 	// years of 1M links a day. 6 holds 5.7e10, about 150 years of it.
 	Length int
-	// Key selects the permutation. Keep it secret and fixed: changing it
+	// Key selects the permutation. Required, and not zero: a zero key would
+	// be everybody's key, and anyone could list the codes in the order they
+	// are issued. Draw it at random, keep it secret and fixed: changing it
 	// changes the code of every counter, so decoding old codes breaks.
 	Key uint64
 }
 
 var (
+	// ErrShortCodeConfig is wrapped by configuration errors.
+	ErrShortCodeConfig = errors.New("idgen: bad short code config")
 	// ErrCodeSpace is returned when a counter does not fit the code space
 	// (62^Length values).
 	ErrCodeSpace = errors.New("idgen: counter outside the short code space")
@@ -61,7 +65,10 @@ func NewShortCodes(seq Sequence, cfg ShortCodeConfig) (*ShortCodes, error) {
 		cfg.Length = 7
 	}
 	if cfg.Length < 1 || cfg.Length > 10 {
-		return nil, fmt.Errorf("idgen: short code length %d outside 1..10", cfg.Length)
+		return nil, fmt.Errorf("%w: length %d outside 1..10", ErrShortCodeConfig, cfg.Length)
+	}
+	if cfg.Key == 0 {
+		return nil, fmt.Errorf("%w: zero key", ErrShortCodeConfig)
 	}
 	space := uint64(1)
 	for range cfg.Length {

@@ -88,7 +88,7 @@ func TestShortCodesKeyMatters(t *testing.T) {
 }
 
 func TestShortCodesErrors(t *testing.T) {
-	s, _ := NewShortCodes(nil, ShortCodeConfig{Length: 6})
+	s, _ := NewShortCodes(nil, ShortCodeConfig{Length: 6, Key: 3})
 	if _, err := s.Encode(s.space); !errors.Is(err, ErrCodeSpace) {
 		t.Errorf("Encode(62^6) error = %v, want ErrCodeSpace", err)
 	}
@@ -97,9 +97,9 @@ func TestShortCodesErrors(t *testing.T) {
 			t.Errorf("Decode(%q) error = %v, want ErrShortCode", bad, err)
 		}
 	}
-	for _, l := range []int{-1, 11} {
-		if _, err := NewShortCodes(nil, ShortCodeConfig{Length: l}); err == nil {
-			t.Errorf("length %d accepted", l)
+	for _, cfg := range []ShortCodeConfig{{Length: -1, Key: 3}, {Length: 11, Key: 3}, {Length: 7}} {
+		if _, err := NewShortCodes(nil, cfg); !errors.Is(err, ErrShortCodeConfig) {
+			t.Errorf("%+v: %v, want ErrShortCodeConfig", cfg, err)
 		}
 	}
 }

@@ -75,6 +75,11 @@ type Snowflake struct {
 	renewAtMs  atomic.Int64
 	renewMu    sync.Mutex
 	renewing   atomic.Bool
+
+	closed      atomic.Bool // set under bgMu
+	bgMu        sync.Mutex
+	bg          sync.WaitGroup     // the background renewal
+	cancelRenew context.CancelFunc // cancels it; nil if none runs
 }
 
 // newNodeMu serialises snowflake.NewNode, which writes package-level
@@ -156,11 +161,14 @@ func (s *Snowflake) reserve(ctx context.Context, atMs int64) error {
 	return nil
 }
 
-// Next returns a new id. Without a Checkpoint it never fails. With one, it
-// extends the reservation in the background half-way through a lease and
-// waits for it only when ids would outrun it (the checkpoint store is slower
-// than Lease/2).
+// Next returns a new id, or ErrClosed after Close. Without a Checkpoint it
+// never fails otherwise. With one, it extends the reservation in the
+// background half-way through a lease and waits for it only when ids would
+// outrun it (the checkpoint store is slower than Lease/2).
 func (s *Snowflake) Next(ctx context.Context) (int64, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
 	id := s.node.Generate().Int64()
 	ms := id >> snowflakeTShift
 	if ms < s.renewAtMs.Load() {
@@ -185,17 +193,37 @@ func (s *Snowflake) renewInBackground(atMs int64) {
 	if !s.renewing.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.closed.Load() {
+		s.renewing.Store(false)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Lease)
+	s.cancelRenew = cancel
+	s.bg.Go(func() {
 		defer s.renewing.Store(false)
+		defer cancel()
 		s.renewMu.Lock()
 		defer s.renewMu.Unlock()
 		if atMs < s.renewAtMs.Load() {
 			return // renewed meanwhile
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Lease)
-		defer cancel()
 		s.reserve(ctx, atMs) // on failure Next renews synchronously before the lease ends
-	}()
+	})
+}
+
+// Close cancels a background renewal of the checkpoint and waits for it to
+// end; Next returns ErrClosed from then on. It is safe to call more than
+// once and concurrently with Next.
+func (s *Snowflake) Close() {
+	s.bgMu.Lock()
+	s.closed.Store(true)
+	if s.cancelRenew != nil {
+		s.cancelRenew()
+	}
+	s.bgMu.Unlock()
+	s.bg.Wait()
 }
 
 // SnowflakeTime returns the time an id was issued at, to the millisecond.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,4 +138,59 @@ func TestSnowflakeReservationKeepsAhead(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// hangingCheckpoint stores reservations in a real checkpoint until hang is
+// set; then Save blocks until its context ends and reports how it ended.
+type hangingCheckpoint struct {
+	idgen.Checkpoint
+	hang    atomic.Bool
+	started chan struct{}
+	ended   chan error
+}
+
+func (c *hangingCheckpoint) Save(ctx context.Context, t time.Time) error {
+	if !c.hang.Load() {
+		return c.Checkpoint.Save(ctx, t)
+	}
+	c.started <- struct{}{}
+	<-ctx.Done()
+	c.ended <- ctx.Err()
+	return ctx.Err()
+}
+
+// Close cancels a background renewal of the reservation and returns only
+// once it has ended; afterwards Next fails with ErrClosed.
+func TestSnowflakeCloseStopsRenewal(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	cp := &hangingCheckpoint{Checkpoint: idgen.NewRedisCheckpoint(r.Client, r.Namespace+":snowflake:node:9"), started: make(chan struct{}, 1), ended: make(chan error, 1)}
+	s, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 9, Checkpoint: cp, Lease: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.hang.Store(true)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(cp.started) == 0 { // the renewal starts half-way through a lease
+		if time.Now().After(deadline) {
+			t.Fatal("no background renewal")
+		}
+		if _, err := s.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s.Close()
+	select {
+	case err := <-cp.ended:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("renewal ended with %v, want context.Canceled", err)
+		}
+	default:
+		t.Fatal("Close returned while the renewal was still running")
+	}
+	if _, err := s.Next(ctx); !errors.Is(err, idgen.ErrClosed) {
+		t.Fatalf("Next after Close: %v, want ErrClosed", err)
+	}
+	s.Close()
 }

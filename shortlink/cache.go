@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -130,25 +132,46 @@ func (s *Service) forget(ctx context.Context, code string) error {
 // counter is seeded from SQL's click count when Redis does not have it (first
 // visit, or lost in a failover); visits counted but not yet flushed elsewhere
 // can then be granted again, which is the price of not taking a row lock per
-// redirect.
+// redirect. A random request id makes the script safe to run twice: a call
+// whose reply is lost and that go-redis sends again counts once.
 func (s *Service) visit(ctx context.Context, l *Link) error {
 	life := 30 * 24 * time.Hour
 	if !l.ExpiresAt.IsZero() {
 		life = max(time.Millisecond, l.ExpiresAt.Sub(s.cfg.Now()))
 	}
-	key := []string{s.space.Key(l.Code, "visits")}
-	n, err := visitsScript.Run(ctx, s.rdb, key, l.MaxVisits, "", life.Milliseconds()).Int64()
+	request := strconv.FormatUint(rand.Uint64(), 36)
+	keys := []string{s.space.Key(l.Code, "visits"), s.space.Key(l.Code, "visit", request)}
+	n, err := visitsScript.Run(ctx, s.rdb, keys, l.MaxVisits, "", life.Milliseconds(), visitMarkerLife.Milliseconds()).Int64()
 	if err == nil && n == -2 {
 		var seed int64
 		if seed, err = s.storedClicks(ctx, l.Code); err != nil {
 			return err
 		}
-		n, err = visitsScript.Run(ctx, s.rdb, key, l.MaxVisits, seed, life.Milliseconds()).Int64()
+		n, err = visitsScript.Run(ctx, s.rdb, keys, l.MaxVisits, seed, life.Milliseconds(), visitMarkerLife.Milliseconds()).Int64()
 	}
 	if err != nil {
 		return fmt.Errorf("shortlink: count visit: %w", err)
 	}
 	if n < 0 {
+		return ErrMaxVisits
+	}
+	return nil
+}
+
+// visitMarkerLife is how long a visit's request id is remembered: well past
+// go-redis' retries of a call (MaxRetries × ReadTimeout, 9 s by default).
+const visitMarkerLife = time.Minute
+
+// visitsLeft returns ErrMaxVisits when l has no visit left, spending none.
+func (s *Service) visitsLeft(ctx context.Context, l *Link) error {
+	n, err := s.rdb.Get(ctx, s.space.Key(l.Code, "visits")).Int64()
+	if errors.Is(err, redis.Nil) { // not counted in Redis (yet): SQL has the flushed visits
+		n, err = s.storedClicks(ctx, l.Code)
+	}
+	if err != nil {
+		return fmt.Errorf("shortlink: read visits: %w", err)
+	}
+	if n >= l.MaxVisits {
 		return ErrMaxVisits
 	}
 	return nil

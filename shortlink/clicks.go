@@ -8,7 +8,8 @@ import (
 
 // clickCounter adds clicks up in memory and writes them to SQL every
 // FlushEvery: one UPDATE per code per flush however hot the link. A crash
-// loses at most one interval of counts (clicks are counted at most once).
+// loses at most one interval of counts; a failed write is retried with the
+// next flush (at least once: a write whose reply was lost counts twice).
 // (Striping the map by code was tried and measured no faster: the
 // in-process cache dominates a cached resolve.)
 type clickCounter struct {

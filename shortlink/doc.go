@@ -5,7 +5,10 @@
 // bytes a record, 110 GB a year, 256 tables. Storage is SQL through shard
 // (256 tables in one database by default, or N × M); codes are fixed-length
 // permuted codes from idgen (7 characters: 3.5e12 codes) or, as an option,
-// base62 snowflakes (11 characters). A code's table follows from the code, so
+// base62 snowflakes (11 characters). The permutation's key is a secret —
+// with it, one code gives away the next ones — so it is never a constant:
+// unless Config.CodeKey sets one, a random key is drawn on first use and
+// stored in SQL, where all processes of the deployment find the same one. A code's table follows from the code, so
 // the primary key makes every code — custom aliases included — unique across
 // all tables, also when two callers race for one alias (exactly one wins).
 //
@@ -16,25 +19,54 @@
 // and from this process's cache at once; other processes may serve a deleted
 // link for up to LocalTTL.
 //
+// Numbers are bounded before use: a link expires (TTL or ExpiresAt, to the
+// millisecond) after now and at most MaxLifetime (100 years) ahead; a visit
+// limit is at most MaxVisitLimit (2^53-1, exact in the counter's Lua
+// arithmetic); Config durations are not negative (but LocalTTL, which turns
+// the local cache off), limits and sizes are positive.
+//
 // Redirects are 302 by default: browsers cache a 301 for good, and clicks
 // stop being counted. 301 (or 307/308) is opt-in per link or per service,
 // with Cache-Control max-age capped at the link's expiry. Clicks are counted
 // in memory and written every FlushEvery as one UPDATE per link — never a row
 // UPDATE per redirect, which caps a hot link at a few dozen redirects a second
-// in YOURLS. A crash loses at most one interval of counts.
+// in YOURLS. A crash loses at most one interval of counts; a failed flush is
+// tried again with the next, so an UPDATE that committed but whose reply was
+// lost counts its clicks twice (clicks are statistics, and a visit counter
+// re-seeded from them errs on the side of fewer visits).
+//
+// Only a visit counts: HEAD (ResolveOptions.Peek) answers as GET would
+// but counts no click and spends no visit.
 //
 // Visit limits (MaxVisits) are exact under concurrency: an atomic counter in
-// Redis per limited link. If Redis loses that counter it is re-seeded from
+// Redis per limited link, counted once per request even when go-redis
+// re-sends the script after a lost reply (a request id the script
+// remembers for a minute). If Redis loses that counter it is re-seeded from
 // the flushed click count, so visits counted but not yet flushed can be
 // granted again — the price of not locking a row per redirect.
 //
 // Validation: only http and https targets, at most 2048 bytes, a well-formed
 // host, no credentials, not this service's own hosts (no loops), not a
-// blocklisted domain or its subdomains; URLs are normalised (scheme and host
-// lower-cased, default port and trailing dot dropped) before storing. Aliases
+// blocklisted domain or its subdomains. Hosts are parsed as browsers parse
+// them (WHATWG URL host parsing: case, trailing dot, IPv4 in 1 to 4 decimal,
+// octal or hex parts, IPv6 and IPv4-mapped IPv6 through net/netip) and
+// compared in canonical form, so 127.1, 2130706433, 0x7f000001, 0177.0.0.1
+// and [::ffff:127.0.0.1] are all 127.0.0.1; when an own host is loopback,
+// every loopback or unspecified address and localhost are own too. Hosts
+// are stricter than browsers' where that costs nothing: letters, digits and
+// hyphens only, and internationalised names in punycode (non-ASCII hosts are
+// refused rather than mapped as UTS #46 would). URLs are stored normalised:
+// lower-case scheme, canonical host, no default port. Aliases
 // are 3..64 of A-Z a-z 0-9 - _ and not reserved. Creations are rate-limited
-// per client IP (10/s) and so are misses (60/min), so codes cannot be walked,
-// through go-redis/redis_rate (GCRA in Redis).
+// per client IP (10/s) and so are misses (60/min), through go-redis/redis_rate
+// (GCRA in Redis). So that codes cannot be walked, a client out of misses is
+// refused everything — existing codes too — before any lookup: ResolveWith
+// with a ClientIP (and the handler, for redirects, stats and deletes) peeks
+// at the budget first, one limiter call, and spends one unit on a miss. The
+// limiter fails open (OnError hears of it): a Redis outage must not stop
+// cached links from resolving.
 //
-// A Service is safe for concurrent use.
+// A Service is safe for concurrent use. Close stops every goroutine it
+// started (click flusher, code segment prefetch, local cache) and may be
+// called more than once.
 package shortlink

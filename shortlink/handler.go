@@ -3,6 +3,8 @@ package shortlink
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -12,20 +14,32 @@ import (
 // Handler serves the redirects and a small JSON API:
 //
 //	GET    /{code}            302 (or the link's / service's status) to the long URL;
-//	                          404 unknown, 410 expired, 429 too many misses
+//	                          404 unknown, 410 expired, 429 (with Retry-After) when the
+//	                          client's misses are used up — for every code, before any lookup
+//	HEAD   /{code}            the same answer, but no click counted and no visit spent
 //	POST   /api/links         {"url", "alias", "ttl_seconds", "expires_at", "max_visits", "redirect"}
-//	                          → 201 {"code", "short_url", …}; 400, 409 alias taken, 429
+//	                          (bounds as in Options; ttl_seconds 1..MaxLifetime/1s)
+//	                          → 201 {"code", "short_url", …}; 400 (also for unknown, mis-cased or
+//	                          repeated fields and data after the object), 409 alias taken,
+//	                          413 over 16 KiB, 429 with Retry-After
 //	GET    /api/links/{code}  → 200 {"code", "clicks"}
 //	DELETE /api/links/{code}  → 204
 //
+// The two code routes of the API are held to the miss limit like redirects.
+//
 // The API has no authentication: mount it behind yours. clientIP extracts the
-// rate-limit key from a request; nil uses the connection's address (set it
-// when behind a trusted proxy).
+// rate-limit key from a request (set it when behind a trusted proxy); nil, or
+// an empty answer, uses the connection's address, so that no request goes
+// unlimited.
 func (s *Service) Handler(clientIP func(*http.Request) string) http.Handler {
-	if clientIP == nil {
-		clientIP = remoteIP
-	}
-	h := &handler{s: s, clientIP: clientIP}
+	h := &handler{s: s, clientIP: func(r *http.Request) string {
+		if clientIP != nil {
+			if ip := clientIP(r); ip != "" {
+				return ip
+			}
+		}
+		return remoteIP(r)
+	}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{code}", h.redirect)
 	mux.HandleFunc("POST /api/links", h.create)
@@ -48,18 +62,9 @@ func remoteIP(r *http.Request) string {
 }
 
 func (h *handler) redirect(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	l, err := h.s.Resolve(ctx, r.PathValue("code"))
-	if errors.Is(err, ErrNotFound) {
-		// Misses are what walking the code space looks like: each costs
-		// budget, and an IP without budget gets nothing more.
-		ip := h.clientIP(r)
-		if over, lerr := h.s.exhausted(ctx, "miss", ip, h.s.cfg.MissLimit); lerr == nil && over {
-			err = ErrRateLimited
-		} else {
-			h.s.allow(ctx, "miss", ip, h.s.cfg.MissLimit)
-		}
-	}
+	// The route serves HEAD too: a safe request must not spend a visit or
+	// count a click, and answers as GET would.
+	l, err := h.s.ResolveWith(r.Context(), r.PathValue("code"), ResolveOptions{ClientIP: h.clientIP(r), Peek: r.Method != http.MethodGet})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -91,12 +96,31 @@ func (s *Service) cacheControl(l *Link, status int) string {
 }
 
 type createRequest struct {
-	URL        string    `json:"url"`
-	Alias      string    `json:"alias"`
-	TTLSeconds int64     `json:"ttl_seconds"`
-	ExpiresAt  time.Time `json:"expires_at"`
-	MaxVisits  int64     `json:"max_visits"`
-	Redirect   int       `json:"redirect"`
+	URL        string     `json:"url"`
+	Alias      string     `json:"alias"`
+	TTLSeconds *int64     `json:"ttl_seconds"` // 1..MaxLifetime in seconds
+	ExpiresAt  *time.Time `json:"expires_at"`  // in the future, at most MaxLifetime away
+	MaxVisits  int64      `json:"max_visits"`
+	Redirect   int        `json:"redirect"`
+}
+
+// options checks what Options cannot tell from its zero values — a given
+// but zero TTL or expiry — and converts seconds without overflowing.
+func (req *createRequest) options() (Options, error) {
+	o := Options{Alias: req.Alias, MaxVisits: req.MaxVisits, Redirect: req.Redirect}
+	if n := req.TTLSeconds; n != nil {
+		if *n < 1 || *n > int64(MaxLifetime/time.Second) {
+			return Options{}, fmt.Errorf("%w: ttl_seconds %d outside 1..%d", ErrInvalidOptions, *n, int64(MaxLifetime/time.Second))
+		}
+		o.TTL = time.Duration(*n) * time.Second
+	}
+	if at := req.ExpiresAt; at != nil {
+		if at.IsZero() {
+			return Options{}, fmt.Errorf("%w: expires_at %v is not in the future", ErrInvalidOptions, *at)
+		}
+		o.ExpiresAt = *at
+	}
+	return o, nil
 }
 
 type createResponse struct {
@@ -106,16 +130,17 @@ type createResponse struct {
 
 func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 	var req createRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad JSON: " + err.Error()})
+	if err := readJSON(w, r, &req); err != nil {
+		writeError(w, err)
 		return
 	}
-	l, err := h.s.Shorten(r.Context(), req.URL, Options{
-		Alias: req.Alias, ExpiresAt: req.ExpiresAt, TTL: time.Duration(req.TTLSeconds) * time.Second,
-		MaxVisits: req.MaxVisits, Redirect: req.Redirect, ClientIP: h.clientIP(r),
-	})
+	o, err := req.options()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	o.ClientIP = h.clientIP(r)
+	l, err := h.s.Shorten(r.Context(), req.URL, o)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -123,8 +148,14 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, createResponse{Link: l, ShortURL: h.s.ShortURL(l.Code)})
 }
 
+// stats and delete answer 404 for unknown codes as redirects do, so they
+// are held to the same miss limit.
 func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
-	st, err := h.s.Stats(r.Context(), r.PathValue("code"))
+	var st Stats
+	err := h.s.limitMisses(r.Context(), h.clientIP(r), func() (err error) {
+		st, err = h.s.Stats(r.Context(), r.PathValue("code"))
+		return err
+	})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -133,7 +164,8 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
-	if err := h.s.Delete(r.Context(), r.PathValue("code")); err != nil {
+	err := h.s.limitMisses(r.Context(), h.clientIP(r), func() error { return h.s.Delete(r.Context(), r.PathValue("code")) })
+	if err != nil {
 		writeError(w, err)
 		return
 	}
@@ -142,7 +174,14 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 
 func writeError(w http.ResponseWriter, err error) {
 	status := http.StatusInternalServerError
+	var tooBig *http.MaxBytesError
+	var limited *RateLimitError
 	switch {
+	case errors.As(err, &tooBig):
+		status = http.StatusRequestEntityTooLarge
+	case errors.As(err, &limited):
+		status = http.StatusTooManyRequests
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(max(1, math.Ceil(limited.RetryAfter.Seconds()))), 10))
 	case errors.Is(err, ErrNotFound):
 		status = http.StatusNotFound
 	case errors.Is(err, ErrExpired):
@@ -151,7 +190,7 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusTooManyRequests
 	case errors.Is(err, ErrAliasTaken):
 		status = http.StatusConflict
-	case errors.Is(err, ErrInvalidURL), errors.Is(err, ErrInvalidAlias), errors.Is(err, ErrInvalidOptions):
+	case errors.Is(err, errBody), errors.Is(err, ErrInvalidURL), errors.Is(err, ErrInvalidAlias), errors.Is(err, ErrInvalidOptions):
 		status = http.StatusBadRequest
 	}
 	msg := err.Error()

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
@@ -35,10 +36,14 @@ var (
 	ErrExpired = errors.New("shortlink: link expired")
 	// ErrMaxVisits wraps ErrExpired for a link that used up its visits.
 	ErrMaxVisits = fmt.Errorf("%w: visit limit reached", ErrExpired)
-	// ErrRateLimited is returned when the caller's IP is over its limit.
+	// ErrRateLimited is wrapped by a *RateLimitError when the caller's IP is
+	// over its limit.
 	ErrRateLimited = errors.New("shortlink: rate limited")
-	// ErrInvalidOptions is returned for contradictory or out-of-range options.
+	// ErrInvalidOptions is returned for contradictory or out-of-range options
+	// or Config.
 	ErrInvalidOptions = errors.New("shortlink: invalid options")
+	// ErrClosed is returned by Shorten and Resolve after Close.
+	ErrClosed = errors.New("shortlink: service closed")
 )
 
 // CodeStyle chooses how generated codes look.
@@ -73,9 +78,13 @@ type Config struct {
 	Codes CodeStyle
 	// CodeLength of permuted codes [7].
 	CodeLength int
-	// CodeKey keys the permutation. Set a secret per deployment and never
-	// change it; with the zero key codes are still unique, just guessable
-	// by anyone who has read this package.
+	// CodeKey keys the permutation, a secret: whoever knows it can list the
+	// codes in the order they are issued. Zero (the default) draws a random
+	// key on the first Shorten of a namespace and stores it in the first
+	// database (table shortlink_meta, made by Migrate); processes starting
+	// together agree on one key, and restarts keep it. Changing the key is
+	// safe — codes are stored, not recomputed — but a new permutation can
+	// issue a code taken under the old one, which costs a retry.
 	CodeKey uint64
 	// SegmentStep is how many counters one lease from SQL holds [1000].
 	SegmentStep int64
@@ -104,21 +113,25 @@ type Config struct {
 	// LocalEntries bounds the in-process cache [100,000 links].
 	LocalEntries int64
 
-	// CreateLimit per client IP [10/s]; MissLimit, the 404s per client IP
-	// before it is refused [60/min].
+	// CreateLimit per client IP [10/s]. MissLimit, the 404s a client IP may
+	// cause (ResolveWith with a ClientIP, the handler's code routes); with
+	// none left it is refused everything, before any lookup [60/min]. An
+	// IPv6 client is limited by its /64, which one subscriber usually holds
+	// whole.
 	CreateLimit redis_rate.Limit
 	MissLimit   redis_rate.Limit
 
 	// FlushEvery is how often counted clicks are written to SQL [1s].
 	FlushEvery time.Duration
-	// OnError receives errors of background work (click flushes).
+	// OnError receives errors of background work (click flushes) and of
+	// the miss limiter, which lets calls through when it fails.
 	OnError func(error)
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
 
 // Service shortens and resolves links. It is safe for concurrent use; Close
-// it to flush counted clicks.
+// it to flush counted clicks and stop its goroutines.
 type Service struct {
 	cfg      Config
 	base     *url.URL
@@ -132,13 +145,18 @@ type Service struct {
 	clicks   *clickCounter
 	stats    cacheCounters
 
-	ownHosts map[string]bool
-	blocked  map[string]bool
+	ownHosts hostSet
+	blocked  hostSet
 	reserved map[string]bool
 
-	genMu     sync.Mutex
+	genMu     sync.Mutex // guards the generators and closed
 	codes     *idgen.ShortCodes
+	segment   *idgen.Segment // feeds codes
 	snowflake *idgen.Snowflake
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // New returns a Service storing links in dbs (N databases, each with
@@ -151,6 +169,14 @@ func New(dbs []*sqlx.DB, rdb redis.UniversalClient, cfg Config) (*Service, error
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || base.Host == "" || (base.Scheme != "http" && base.Scheme != "https") {
 		return nil, fmt.Errorf("shortlink: BaseURL %q must be an absolute http(s) URL", cfg.BaseURL)
+	}
+	own, err := newHostSet(append([]string{base.Hostname()}, cfg.OwnHosts...), false)
+	if err != nil {
+		return nil, fmt.Errorf("%w: own host %w", ErrInvalidOptions, err)
+	}
+	blocked, err := newHostSet(cfg.Blocklist, true)
+	if err != nil {
+		return nil, fmt.Errorf("%w: blocklist entry %w", ErrInvalidOptions, err)
 	}
 	if rdb == nil {
 		return nil, errors.New("shortlink: nil Redis client")
@@ -172,8 +198,7 @@ func New(dbs []*sqlx.DB, rdb redis.UniversalClient, cfg Config) (*Service, error
 	s := &Service{
 		cfg: cfg, base: base, rdb: rdb, router: router, segments: segments,
 		space: keys.NewSpace(keys.Join(cfg.Namespace, "shortlink")), limiter: redis_rate.NewLimiter(rdb), local: local,
-		ownHosts: set(append([]string{base.Hostname()}, cfg.OwnHosts...)),
-		blocked:  set(cfg.Blocklist),
+		ownHosts: own, blocked: blocked,
 		reserved: set(append(append([]string(nil), DefaultReserved...), cfg.Reserved...)),
 	}
 	s.clicks = newClickCounter(s)
@@ -215,39 +240,83 @@ func applyDefaults(cfg *Config) error {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if !validRedirect(cfg.Redirect) {
-		return fmt.Errorf("%w: redirect status %d (301, 302, 307 or 308)", ErrInvalidOptions, cfg.Redirect)
+	return validateConfig(cfg)
+}
+
+func validateConfig(cfg *Config) error {
+	bad := func(why string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(why, args...))
 	}
-	if cfg.Codes != PermutedCodes && cfg.Codes != SnowflakeCodes {
-		return fmt.Errorf("%w: code style %d", ErrInvalidOptions, cfg.Codes)
+	switch {
+	case !validRedirect(cfg.Redirect):
+		return bad("redirect status %d (301, 302, 307 or 308)", cfg.Redirect)
+	case cfg.Codes != PermutedCodes && cfg.Codes != SnowflakeCodes:
+		return bad("code style %d", cfg.Codes)
+	case cfg.SegmentStep < 1:
+		return bad("SegmentStep %d < 1", cfg.SegmentStep)
+	case cfg.SnowflakeNode < 0 || cfg.SnowflakeNode > idgen.MaxNodeID:
+		return bad("SnowflakeNode %d outside 0..%d", cfg.SnowflakeNode, idgen.MaxNodeID)
+	case cfg.LocalEntries < 1:
+		return bad("LocalEntries %d < 1", cfg.LocalEntries)
+	case cfg.PermanentMaxAge < 0 || cfg.TemporaryMaxAge < 0 || cfg.RedisTTL < 0 || cfg.NegativeTTL < 0 || cfg.FlushEvery < 0:
+		return bad("negative duration (only LocalTTL may be negative)")
+	case !validLimit(cfg.CreateLimit) || !validLimit(cfg.MissLimit):
+		return bad("rate limits need a positive rate, burst and period")
+	}
+	if cfg.Codes == PermutedCodes {
+		// idgen owns the code length's range; any non-zero key will do here.
+		if _, err := idgen.NewShortCodes(nil, idgen.ShortCodeConfig{Length: cfg.CodeLength, Key: 1}); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		}
 	}
 	return nil
 }
+
+func validLimit(l redis_rate.Limit) bool { return l.Rate > 0 && l.Burst > 0 && l.Period > 0 }
 
 func validRedirect(code int) bool { return code == 301 || code == 302 || code == 307 || code == 308 }
 
 func set(xs []string) map[string]bool {
 	m := make(map[string]bool, len(xs))
 	for _, x := range xs {
-		m[strings.TrimSuffix(strings.ToLower(x), ".")] = true
+		m[strings.ToLower(x)] = true
 	}
 	return m
 }
 
-// Migrate creates the link tables and the code counter table if they do not
-// exist.
+// Migrate creates the link tables, the code counter table and the table of
+// the stored code key if they do not exist.
 func (s *Service) Migrate(ctx context.Context) error {
 	if err := s.segments.CreateTable(ctx); err != nil {
+		return err
+	}
+	if err := s.createMeta(ctx); err != nil {
 		return err
 	}
 	return s.router.CreateTables(ctx, linksDDL(s.router.All()[0].DB))
 }
 
-// Close stops the click flusher after a last flush.
+// Close stops the Service's goroutines — the code segment's prefetch, the
+// click flusher after a last flush, the local cache's — and returns the last
+// flush's error. Shorten and Resolve return ErrClosed from then on; a click
+// of a Resolve still in flight when Close starts may go uncounted. Close is
+// safe to call more than once; later calls return the first one's error.
 func (s *Service) Close(ctx context.Context) error {
-	err := s.clicks.close(ctx)
-	s.local.Close()
-	return err
+	s.closeOnce.Do(func() {
+		s.genMu.Lock()
+		s.closed.Store(true)
+		seg, sf := s.segment, s.snowflake
+		s.genMu.Unlock()
+		if seg != nil {
+			seg.Close()
+		}
+		if sf != nil {
+			sf.Close()
+		}
+		s.closeErr = s.clicks.close(ctx)
+		s.local.Close()
+	})
+	return s.closeErr
 }
 
 // ShortURL returns the public short URL of code.
@@ -265,15 +334,24 @@ type Link struct {
 	Redirect  int       `json:"redirect,omitempty"`   // 0: the service default
 }
 
+// Bounds of Options: a link expires at most MaxLifetime after it is made,
+// and a visit limit is at most MaxVisitLimit (the largest integer the visit
+// counter's Lua arithmetic, in float64, holds exactly).
+const (
+	MaxLifetime   = 100 * 365 * 24 * time.Hour
+	MaxVisitLimit = 1<<53 - 1
+)
+
 // Options are Shorten's optional settings.
 type Options struct {
 	// Alias is a custom code (3..64 of A-Z a-z 0-9 - _, not reserved).
 	Alias string
-	// ExpiresAt or TTL (not both) make the link expire.
+	// ExpiresAt or TTL (not both) make the link expire. The expiry, to the
+	// millisecond, must be in the future and at most MaxLifetime away.
 	ExpiresAt time.Time
 	TTL       time.Duration
-	// MaxVisits > 0 makes the link expire after that many redirects,
-	// enforced exactly under concurrency.
+	// MaxVisits in 1..MaxVisitLimit makes the link expire after that many
+	// redirects, enforced exactly under concurrency; 0 is no limit.
 	MaxVisits int64
 	// Redirect overrides the service's redirect status for this link.
 	Redirect int
@@ -284,27 +362,25 @@ type Options struct {
 // Shorten stores a link to longURL and returns it. Bad input is refused
 // before anything is written.
 func (s *Service) Shorten(ctx context.Context, longURL string, o Options) (*Link, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
 	now := s.cfg.Now()
 	target, err := s.normalizeURL(longURL)
 	if err != nil {
 		return nil, err
 	}
-	l := &Link{URL: target, CreatedAt: now.Truncate(time.Millisecond), MaxVisits: o.MaxVisits, Redirect: o.Redirect}
+	expires, err := expiry(now, o)
+	if err != nil {
+		return nil, err
+	}
 	switch {
-	case !o.ExpiresAt.IsZero() && o.TTL != 0:
-		return nil, fmt.Errorf("%w: both ExpiresAt and TTL", ErrInvalidOptions)
-	case o.TTL < 0 || o.MaxVisits < 0:
-		return nil, fmt.Errorf("%w: negative TTL or MaxVisits", ErrInvalidOptions)
+	case o.MaxVisits < 0 || o.MaxVisits > MaxVisitLimit:
+		return nil, fmt.Errorf("%w: MaxVisits %d outside 0..%d", ErrInvalidOptions, o.MaxVisits, MaxVisitLimit)
 	case o.Redirect != 0 && !validRedirect(o.Redirect):
 		return nil, fmt.Errorf("%w: redirect status %d", ErrInvalidOptions, o.Redirect)
-	case o.TTL > 0:
-		l.ExpiresAt = now.Add(o.TTL).Truncate(time.Millisecond)
-	case !o.ExpiresAt.IsZero():
-		if !o.ExpiresAt.After(now) {
-			return nil, fmt.Errorf("%w: ExpiresAt %v is not in the future", ErrInvalidOptions, o.ExpiresAt)
-		}
-		l.ExpiresAt = o.ExpiresAt.Truncate(time.Millisecond)
 	}
+	l := &Link{URL: target, CreatedAt: now.Truncate(time.Millisecond), ExpiresAt: expires, MaxVisits: o.MaxVisits, Redirect: o.Redirect}
 	if o.Alias != "" {
 		if err := s.validateAlias(o.Alias); err != nil {
 			return nil, err
@@ -342,9 +418,36 @@ func (s *Service) Shorten(ctx context.Context, longURL string, o Options) (*Link
 	return nil, fmt.Errorf("shortlink: 5 generated codes in a row were taken: %w", err)
 }
 
+// expiry returns when a link made at now with o expires (zero: never): to the
+// millisecond, after now and at most MaxLifetime later.
+func expiry(now time.Time, o Options) (time.Time, error) {
+	var at time.Time
+	switch {
+	case !o.ExpiresAt.IsZero() && o.TTL != 0:
+		return time.Time{}, fmt.Errorf("%w: both ExpiresAt and TTL", ErrInvalidOptions)
+	case o.TTL != 0:
+		if o.TTL < 0 || o.TTL > MaxLifetime {
+			return time.Time{}, fmt.Errorf("%w: TTL %v outside (0, %v]", ErrInvalidOptions, o.TTL, MaxLifetime)
+		}
+		at = now.Add(o.TTL)
+	case !o.ExpiresAt.IsZero():
+		at = o.ExpiresAt
+	default:
+		return time.Time{}, nil
+	}
+	at = at.Truncate(time.Millisecond)
+	if !at.After(now) || at.Sub(now) > MaxLifetime {
+		return time.Time{}, fmt.Errorf("%w: expiry %v is not in the next %v", ErrInvalidOptions, at.UTC(), MaxLifetime)
+	}
+	return at, nil
+}
+
 func (s *Service) nextCode(ctx context.Context) (string, error) {
 	s.genMu.Lock()
 	defer s.genMu.Unlock()
+	if s.closed.Load() {
+		return "", ErrClosed
+	}
 	if s.cfg.Codes == SnowflakeCodes {
 		if s.snowflake == nil {
 			sf, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: s.cfg.SnowflakeNode})
@@ -357,60 +460,82 @@ func (s *Service) nextCode(ctx context.Context) (string, error) {
 		return idgen.EncodeBase62(uint64(id)), err
 	}
 	if s.codes == nil {
+		key := s.cfg.CodeKey
+		if key == 0 {
+			var err error
+			if key, err = s.storedCodeKey(ctx); err != nil {
+				return "", err
+			}
+		}
 		seg, err := idgen.NewSegment(ctx, s.segments, idgen.SegmentConfig{Tag: keys.Join(s.cfg.Namespace, "links"), Step: s.cfg.SegmentStep})
 		if err != nil {
 			return "", err
 		}
-		if s.codes, err = idgen.NewShortCodes(seg, idgen.ShortCodeConfig{Length: s.cfg.CodeLength, Key: s.cfg.CodeKey}); err != nil {
+		if s.codes, err = idgen.NewShortCodes(seg, idgen.ShortCodeConfig{Length: s.cfg.CodeLength, Key: key}); err != nil {
+			seg.Close()
 			return "", err
 		}
+		s.segment = seg
 	}
 	return s.codes.Next(ctx)
 }
 
-// allow spends one unit of ip's budget for kind.
-func (s *Service) allow(ctx context.Context, kind, ip string, limit redis_rate.Limit) error {
-	res, err := s.limiter.Allow(ctx, s.rateKey(kind, ip), limit)
-	if err != nil {
-		return fmt.Errorf("shortlink: rate limit: %w", err)
-	}
-	if res.Allowed == 0 {
-		return fmt.Errorf("%w: %s from %s, retry after %v", ErrRateLimited, kind, ip, res.RetryAfter.Round(time.Millisecond))
-	}
-	return nil
-}
-
-// exhausted reports whether ip has no budget of kind left, without spending.
-func (s *Service) exhausted(ctx context.Context, kind, ip string, limit redis_rate.Limit) (bool, error) {
-	res, err := s.limiter.AllowN(ctx, s.rateKey(kind, ip), limit, 0)
-	if err != nil {
-		return false, fmt.Errorf("shortlink: rate limit: %w", err)
-	}
-	return res.Remaining == 0, nil
-}
-
-func (s *Service) rateKey(kind, ip string) string { return s.space.Key(ip, "rate", kind) }
-
 // Resolve returns the link of code and counts the visit. Unknown codes give
-// ErrNotFound, expired links or used-up visit limits ErrExpired.
+// ErrNotFound, expired links or used-up visit limits ErrExpired. It is
+// ResolveWith without options: no miss limit.
 func (s *Service) Resolve(ctx context.Context, code string) (*Link, error) {
-	if !validCode(code) {
-		return nil, ErrNotFound
+	return s.ResolveWith(ctx, code, ResolveOptions{})
+}
+
+// ResolveOptions are ResolveWith's optional settings.
+type ResolveOptions struct {
+	// ClientIP, when set, holds the caller to Config.MissLimit, so that
+	// codes cannot be walked: a client with no miss budget left is refused
+	// with a *RateLimitError before any lookup, for existing codes too, and
+	// every ErrNotFound costs it one unit.
+	ClientIP string
+	// Peek answers as a visit would without being one: no click is
+	// counted and no visit of a MaxVisits link spent (for HEAD requests).
+	Peek bool
+}
+
+// ResolveWith is Resolve with options.
+func (s *Service) ResolveWith(ctx context.Context, code string, o ResolveOptions) (*Link, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
 	}
-	l, err := s.lookup(ctx, code)
+	var l *Link
+	err := s.limitMisses(ctx, o.ClientIP, func() (err error) {
+		l, err = s.find(ctx, code)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	if !l.ExpiresAt.IsZero() && !s.cfg.Now().Before(l.ExpiresAt) {
 		return nil, ErrExpired
 	}
-	if l.MaxVisits > 0 {
-		if err := s.visit(ctx, l); err != nil {
-			return nil, err
-		}
+	switch {
+	case o.Peek && l.MaxVisits > 0:
+		err = s.visitsLeft(ctx, l)
+	case l.MaxVisits > 0:
+		err = s.visit(ctx, l)
 	}
-	s.clicks.add(code)
+	if err != nil {
+		return nil, err
+	}
+	if !o.Peek {
+		s.clicks.add(code)
+	}
 	return l, nil
+}
+
+// find looks code up; a string that cannot be a code is not looked up.
+func (s *Service) find(ctx context.Context, code string) (*Link, error) {
+	if !validCode(code) {
+		return nil, ErrNotFound
+	}
+	return s.lookup(ctx, code)
 }
 
 // Delete removes a link; it stops resolving at once in this process and in

@@ -1,9 +1,12 @@
 package shortlink_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/shortlink"
 )
@@ -265,16 +269,7 @@ func TestURLValidation(t *testing.T) {
 	if _, err := s.Shorten(ctx, "https://sub.evil.example/", shortlink.Options{}); !errors.Is(err, shortlink.ErrBlocked) {
 		t.Errorf("blocked subdomain: %v, want ErrBlocked", err)
 	}
-	// Nothing was written by any refusal.
-	var rows int
-	for i := range 4 {
-		var n int
-		if err := db.Get(&n, fmt.Sprintf("SELECT COUNT(*) FROM links_%03d", i)); err != nil {
-			t.Fatal(err)
-		}
-		rows += n
-	}
-	if rows != 0 {
+	if rows := countLinks(t, db, 4); rows != 0 { // nothing was written by any refusal
 		t.Fatalf("refused links left %d rows", rows)
 	}
 	normal := map[string]string{
@@ -405,4 +400,165 @@ func tableOf(t *testing.T, db *sqlx.DB, code string) string {
 	}
 	t.Fatalf("code %s in no table", code)
 	return ""
+}
+
+// Close may be called twice, and once it returns no goroutine the Service
+// started (click flusher, code segment prefetch, local cache) is left.
+func TestCloseTwiceStopsEverything(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, testenv.NewRedis(t), shortlink.Config{SegmentStep: 10})
+	for i := range 5 { // with 10 codes a lease, the 2nd starts a prefetch
+		if _, err := s.Shorten(ctx, fmt.Sprintf("https://example.com/%d", i), shortlink.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := s.Shorten(ctx, "https://example.com/late", shortlink.Options{}); !errors.Is(err, shortlink.ErrClosed) {
+		t.Fatalf("Shorten after Close: %v, want ErrClosed", err)
+	}
+	if _, err := s.Resolve(ctx, "abcdefg"); !errors.Is(err, shortlink.ErrClosed) {
+		t.Fatalf("Resolve after Close: %v, want ErrClosed", err)
+	}
+	if left := goroutinesIn("casebook-dev/casebook/shortlink.", "casebook-dev/casebook/idgen.", "dgraph-io/ristretto"); left != "" {
+		t.Fatalf("goroutines left after Close:\n%s", left)
+	}
+}
+
+// goroutinesIn returns the stacks of goroutines running code of any of the
+// packages, waiting a little for those on their way out.
+func goroutinesIn(pkgs ...string) string {
+	var left []string
+	for range 50 {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		left = left[:0]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			for _, p := range pkgs {
+				if strings.Contains(g, p) {
+					left = append(left, g)
+					break
+				}
+			}
+		}
+		if len(left) == 0 {
+			return ""
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return strings.Join(left, "\n\n")
+}
+
+// With no CodeKey, processes starting together on a fresh namespace agree on
+// one random key, stored beside the data: every code they issue decodes with
+// it to a counter of theirs. A restarted process keeps the key, and another
+// deployment draws another.
+func TestGeneratedCodeKey(t *testing.T) {
+	const processes, perProcess, step = 8, 5, 10
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	db := testenv.NewSQL(t)
+	cfg := shortlink.Config{TablesPerDB: 4, SegmentStep: step}
+	services := make([]*shortlink.Service, processes+1)
+	for i := range services {
+		services[i] = newServiceOn(t, r, db, cfg)
+	}
+	var mu sync.Mutex
+	var codes []string
+	shorten := func(s *shortlink.Service, n int) {
+		for i := range n {
+			l, err := s.Shorten(ctx, fmt.Sprintf("https://example.com/%d", i), shortlink.Options{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			codes = append(codes, l.Code)
+			mu.Unlock()
+		}
+	}
+	var wg sync.WaitGroup
+	for _, s := range services[:processes] {
+		wg.Go(func() { shorten(s, perProcess) })
+	}
+	wg.Wait()
+	services[0].Close(ctx)
+	shorten(services[processes], 1) // a restart of the first process
+
+	key := storedKey(t, db)
+	stored, _ := idgen.NewShortCodes(nil, idgen.ShortCodeConfig{Key: key})
+	leased := uint64((processes + 1) * 2 * step) // each process: a lease and a prefetched one
+	seen := map[uint64]bool{}
+	for _, c := range codes {
+		n, err := stored.Decode(c)
+		if err != nil || n < 1 || n > leased || seen[n] {
+			t.Fatalf("code %s decodes to counter %d (%v) under the stored key: not one of the %d leased, or twice", c, n, err, leased)
+		}
+		seen[n] = true
+	}
+	if len(codes) != processes*perProcess+1 {
+		t.Fatalf("%d codes", len(codes))
+	}
+	other := testenv.NewSQL(t)
+	shorten(newServiceOn(t, r, other, cfg), 1)
+	if storedKey(t, other) == key {
+		t.Fatal("two deployments drew the same key")
+	}
+}
+
+func storedKey(t *testing.T, db *sqlx.DB) uint64 {
+	t.Helper()
+	var v string
+	if err := db.Get(&v, "SELECT value FROM shortlink_meta"); err != nil {
+		t.Fatalf("stored code key: %v", err)
+	}
+	key, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || key == 0 {
+		t.Fatalf("stored code key %q", v)
+	}
+	return key
+}
+
+// Every spelling a browser takes to this service's host is a loop, and every
+// spelling of a blocked domain is blocked; hosts are stored canonically.
+func TestHostSpellings(t *testing.T) {
+	ctx := context.Background()
+	s := newService(t, testenv.NewRedis(t), shortlink.Config{
+		BaseURL: "http://127.0.0.1:8080", OwnHosts: []string{"Go.Sho.RT.", "[::1]"}, Blocklist: []string{"evil.example", "0x0A.1"},
+	})
+	own := []string{"127.1", "2130706433", "0x7f000001", "0177.0.0.1", "0x7F.0.0.1", "017700000001", "127.0.0.1.",
+		"[::ffff:127.0.0.1]", "[::FFFF:7f00:1]", "[0:0:0:0:0:ffff:127.0.0.1]", "localhost", "LocalHost.", "a.localhost",
+		"0.0.0.0", "0", "127.0.0.2", "[::]", "[0:0::1]", "go.sho.rt", "GO.SHO.RT.", "127.0.0.1:80", "127.1:8080"}
+	for _, h := range own {
+		u := "http://" + h + "/x"
+		if l, err := s.Shorten(ctx, u, shortlink.Options{}); !errors.Is(err, shortlink.ErrInvalidURL) || errors.Is(err, shortlink.ErrBlocked) {
+			t.Errorf("Shorten(%q) = %+v, %v; want a loop refused", u, l, err)
+		}
+	}
+	for _, h := range []string{"EVIL.example.", "Sub.Evil.Example.", "10.0.0.1", "012.0.0.1", "167772161", "[::ffff:a00:1]"} {
+		u := "https://" + h + "/x"
+		if l, err := s.Shorten(ctx, u, shortlink.Options{}); !errors.Is(err, shortlink.ErrBlocked) {
+			t.Errorf("Shorten(%q) = %+v, %v; want ErrBlocked", u, l, err)
+		}
+	}
+	for in, want := range map[string]string{
+		"http://0x5db8d822/":         "http://93.184.216.34/",
+		"http://Example.COM.:0080/a": "http://example.com/a",
+		"https://[2001:DB8::0:1]/":   "https://[2001:db8::1]/",
+		"http://notevil.example/":    "http://notevil.example/",
+	} {
+		if l, err := s.Shorten(ctx, in, shortlink.Options{}); err != nil || l.URL != want {
+			t.Errorf("Shorten(%q) = %+v, %v; want %s", in, l, err, want)
+		}
+	}
+	for _, cfg := range []shortlink.Config{{Blocklist: []string{"*.evil.example"}}, {OwnHosts: []string{"exa mple"}}, {BaseURL: "http://1.2.3.4.5/"}} {
+		cfg.BaseURL = cmp.Or(cfg.BaseURL, "https://sho.rt")
+		if _, err := shortlink.New([]*sqlx.DB{testenv.NewSQL(t)}, testenv.NewRedis(t).Client, cfg); !errors.Is(err, shortlink.ErrInvalidOptions) {
+			t.Errorf("New(%+v): %v, want ErrInvalidOptions", cfg, err)
+		}
+	}
 }

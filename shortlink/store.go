@@ -2,13 +2,17 @@ package shortlink
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/casebook-dev/casebook/internal/keys"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 )
 
@@ -115,4 +119,52 @@ func (s *Service) addClicks(ctx context.Context, counts map[string]int64) error 
 		delete(counts, code)
 	}
 	return errors.Join(errs...)
+}
+
+// metaTable holds per-namespace settings the processes of a deployment must
+// share: the code key.
+const metaTable = "shortlink_meta"
+
+func (s *Service) createMeta(ctx context.Context) error {
+	db := s.router.All()[0].DB
+	_, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+metaTable+` (
+	name  VARCHAR(255) NOT NULL PRIMARY KEY,
+	value VARCHAR(255) NOT NULL
+)`)
+	if err != nil {
+		return fmt.Errorf("shortlink: create %s: %w", metaTable, err)
+	}
+	return nil
+}
+
+// storedCodeKey returns the namespace's code key. The first call in a
+// namespace offers a random key; of processes offering at once the primary
+// key lets exactly one insert win, and everyone reads that one back.
+func (s *Service) storedCodeKey(ctx context.Context) (uint64, error) {
+	db := s.router.All()[0].DB
+	name := keys.Join(s.cfg.Namespace, "code_key")
+	_, err := db.ExecContext(ctx, "INSERT INTO "+metaTable+" (name, value) VALUES (?, ?)", name, strconv.FormatUint(randomKey(), 10))
+	if err != nil && !sqlutil.IsDuplicate(err) {
+		return 0, fmt.Errorf("shortlink: store code key: %w", err)
+	}
+	var v string
+	if err := db.GetContext(ctx, &v, "SELECT value FROM "+metaTable+" WHERE name = ?", name); err != nil {
+		return 0, fmt.Errorf("shortlink: read code key: %w", err)
+	}
+	key, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || key == 0 {
+		return 0, fmt.Errorf("shortlink: stored code key %q is not a non-zero uint64", v)
+	}
+	return key, nil
+}
+
+// randomKey is a secret, non-zero permutation key.
+func randomKey() uint64 {
+	for {
+		var b [8]byte
+		rand.Read(b[:])
+		if k := binary.LittleEndian.Uint64(b[:]); k != 0 {
+			return k
+		}
+	}
 }

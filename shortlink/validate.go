@@ -2,7 +2,6 @@ package shortlink
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -13,10 +12,11 @@ import (
 const MaxURLLength = 2048
 
 // normalizeURL validates raw as a link target and returns its normal form:
-// lower-case scheme and host, no default port, no trailing dot, "/" for an
-// empty path. It refuses anything but http and https (javascript:, data:,
-// file:, …), credentials in the URL, a missing or malformed host, links back
-// to this service and blocked domains.
+// lower-case scheme, the host in canonical form (see parseHost), no default
+// port, "/" for an empty path. It refuses anything but http and https
+// (javascript:, data:, file:, …), credentials in the URL, a missing or
+// malformed host, links back to this service and blocked domains — hosts
+// compared in canonical form, so no spelling of them gets through.
 func (s *Service) normalizeURL(raw string) (string, error) {
 	bad := func(why string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidURL, fmt.Sprintf(why, args...))
@@ -46,29 +46,34 @@ func (s *Service) normalizeURL(raw string) (string, error) {
 	if u.User != nil {
 		return "", bad("credentials in the URL")
 	}
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
-	if !validHost(host) {
-		return "", bad("malformed host %q", u.Hostname())
+	if strings.Contains(u.Hostname(), ":") != strings.HasPrefix(u.Host, "[") {
+		return "", bad("malformed host %q", u.Host)
+	}
+	h, err := parseHost(u.Hostname())
+	if err != nil {
+		return "", bad("%q: %v", u.Hostname(), err)
 	}
 	port := u.Port()
 	if port != "" {
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
 			return "", bad("port %q", port)
 		}
+		port = strconv.Itoa(n) // browsers read 0080 as 80
 	}
 	if port == "80" && scheme == "http" || port == "443" && scheme == "https" {
 		port = ""
 	}
-	if s.ownHosts[host] {
-		return "", bad("links to this service (%s)", host)
+	if own := s.ownHosts.match(h); own != "" {
+		return "", bad("links to this service (%s)", own)
 	}
-	if d := s.blockedDomain(host); d != "" {
+	if d := s.blocked.match(h); d != "" {
 		return "", fmt.Errorf("%w: %w: %s", ErrInvalidURL, ErrBlocked, d)
 	}
 	u.Scheme = scheme
-	u.Host = host
-	if strings.Contains(host, ":") { // IPv6 literal
-		u.Host = "[" + host + "]"
+	u.Host = h.name
+	if h.ip.IsValid() && strings.Contains(h.name, ":") {
+		u.Host = "[" + h.name + "]"
 	}
 	if port != "" {
 		u.Host += ":" + port
@@ -81,45 +86,6 @@ func (s *Service) normalizeURL(raw string) (string, error) {
 		return "", bad("%d bytes once normalised, longer than %d", len(out), MaxURLLength)
 	}
 	return out, nil
-}
-
-// validHost accepts IP literals and DNS names of letters, digits and
-// hyphens (internationalised names must arrive in punycode).
-func validHost(h string) bool {
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	if net.ParseIP(h) != nil {
-		return true
-	}
-	for _, label := range strings.Split(h, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return false
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// blockedDomain returns the blocklist entry host falls under (the domain
-// itself or any subdomain), or "".
-func (s *Service) blockedDomain(host string) string {
-	for h := host; h != ""; {
-		if s.blocked[h] {
-			return h
-		}
-		dot := strings.IndexByte(h, '.')
-		if dot < 0 {
-			break
-		}
-		h = h[dot+1:]
-	}
-	return ""
 }
 
 // validCode reports whether code could be a code or alias at all; anything

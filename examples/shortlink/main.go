@@ -37,7 +37,6 @@ func main() {
 		clusterArg = flag.String("cluster", os.Getenv("CASEBOOK_REDIS_CLUSTER"), "Redis Cluster nodes host:port,… (default: spawn a local cluster)")
 		mysqlDSN   = flag.String("mysql", "", "MySQL/MariaDB DSN of an existing database, e.g. root@tcp(127.0.0.1:3306)/links (default: SQLite)")
 		sqlitePath = flag.String("sqlite", filepath.Join(os.TempDir(), "casebook-shortlink.db"), "SQLite file when -mysql is not given")
-		codeKey    = flag.Uint64("code-key", 0x5eed, "secret key of the code permutation (keep it fixed)")
 	)
 	flag.Parse()
 	if *base == "" {
@@ -57,7 +56,7 @@ func main() {
 	}
 	defer db.Close()
 
-	svc, err := shortlink.New([]*sqlx.DB{db}, r.Client, shortlink.Config{BaseURL: *base, CodeKey: *codeKey, Namespace: "casebook-example"})
+	svc, err := shortlink.New([]*sqlx.DB{db}, r.Client, shortlink.Config{BaseURL: *base, Namespace: "casebook-example"})
 	if err != nil {
 		log.Fatal(err)
 	}
