@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/sqlutil"
 )
 
 //go:embed segment_incr.lua
@@ -88,15 +89,12 @@ func (s *SQLSource) Lease(ctx context.Context, tag string, step int64) (int64, e
 	if tag == "" || len(tag) > 128 {
 		return 0, fmt.Errorf("%w: tag must be 1..128 bytes", ErrSegmentConfig)
 	}
-	for attempt := 0; ; attempt++ {
-		last, err := s.lease(ctx, tag, step)
-		if err == nil || !retryable(err) {
-			return last, err
-		}
-		if werr := sleep(ctx, backoff(attempt)); werr != nil {
-			return 0, fmt.Errorf("idgen: %d lease transactions on %s rolled back (last: %v): %w", attempt+1, s.table, err, werr)
-		}
-	}
+	var last int64
+	err := sqlutil.Retry(ctx, 0, func() (err error) {
+		last, err = s.lease(ctx, tag, step)
+		return err
+	})
+	return last, err
 }
 
 func (s *SQLSource) lease(ctx context.Context, tag string, step int64) (int64, error) {

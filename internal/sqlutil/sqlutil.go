@@ -53,13 +53,14 @@ func IsRetryable(err error) bool {
 }
 
 // Retry runs fn until it returns nil or an error IsRetryable does not accept,
-// at most attempts times, pausing with jittered exponential backoff (from
-// 5 ms, capped at 500 ms) between tries and stopping early when ctx ends.
+// at most attempts times (0: until ctx ends), pausing with jittered
+// exponential backoff (from 5 ms, capped at 500 ms) between tries, so that
+// contenders that collided spread out instead of colliding again.
 func Retry(ctx context.Context, attempts int, fn func() error) error {
 	pause := 5 * time.Millisecond
 	for i := 1; ; i++ {
 		err := fn()
-		if err == nil || !IsRetryable(err) || i >= attempts {
+		if err == nil || !IsRetryable(err) || (attempts > 0 && i >= attempts) {
 			return err
 		}
 		t := time.NewTimer(pause/2 + rand.N(pause))
