@@ -62,21 +62,24 @@ type Stack struct {
 func Open(ctx context.Context, env Env, name string, w io.Writer) (*Stack, error) {
 	s := &Stack{}
 	var err error
-	if s.Redis, err = openRedisFor(ctx, env, w); err != nil {
+	if s.Redis, err = env.OpenRedis(ctx, w); err != nil {
 		return nil, err
 	}
 	if s.Kafka, err = OpenKafka(env.KafkaBrokers); err != nil {
 		s.Close()
 		return nil, err
 	}
-	if s.SQL, err = openSQLFor(ctx, env.MySQLDSN, name); err != nil {
+	if s.SQL, err = env.OpenSQL(ctx, name); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-func openRedisFor(ctx context.Context, env Env, w io.Writer) (*Redis, error) {
+// OpenRedis opens env's Redis Cluster, else env's single Redis, else a
+// spawned six-node cluster, else (no redis-server binary) one embedded
+// Redis, said on w.
+func (env Env) OpenRedis(ctx context.Context, w io.Writer) (*Redis, error) {
 	if len(env.RedisCluster) > 0 {
 		return OpenRedisCluster(ctx, env.RedisCluster)
 	}
@@ -91,7 +94,10 @@ func openRedisFor(ctx context.Context, env Env, w io.Writer) (*Redis, error) {
 	return r, err
 }
 
-func openSQLFor(ctx context.Context, dsn, name string) (*SQL, error) {
+// OpenSQL opens env's MySQL (see Env.MySQLDSN; a scratch database is named
+// name_<random>), else a SQLite file in a directory of this run.
+func (env Env) OpenSQL(ctx context.Context, name string) (*SQL, error) {
+	dsn := env.MySQLDSN
 	if dsn == "" {
 		return OpenSQL(ctx, "", name)
 	}
@@ -126,12 +132,6 @@ func openNamedMySQL(ctx context.Context, cfg *mysql.Config) (*SQL, error) {
 		return nil, fmt.Errorf("devstack: mysql %s: %w", name, err)
 	}
 	return &SQL{DB: db, Kind: External, Name: name, closer: db.Close}, nil
-}
-
-// OpenClusterOrStandalone is the Redis part of Open: the cluster at addrs,
-// else a spawned cluster, else one embedded Redis (said on w).
-func OpenClusterOrStandalone(ctx context.Context, addrs []string, w io.Writer) (*Redis, error) {
-	return openRedisFor(ctx, Env{RedisCluster: addrs}, w)
 }
 
 // Close closes whatever was opened, stopping what was spawned and removing

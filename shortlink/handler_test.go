@@ -295,8 +295,8 @@ func TestNumericInputsBounded(t *testing.T) {
 		{MissLimit: redis_rate.Limit{Rate: -1, Burst: 1, Period: time.Second}}, {CreateLimit: redis_rate.Limit{Rate: 1, Period: time.Second}},
 	} {
 		cfg.BaseURL = "https://sho.rt"
-		if _, err := shortlink.New([]*sqlx.DB{db}, testenv.NewRedis(t).Client, cfg); !errors.Is(err, shortlink.ErrInvalidOptions) {
-			t.Errorf("New(%+v): %v, want ErrInvalidOptions", cfg, err)
+		if _, err := shortlink.New([]*sqlx.DB{db}, testenv.NewRedis(t).Client, cfg); !errors.Is(err, shortlink.ErrConfig) {
+			t.Errorf("New(%+v): %v, want ErrConfig", cfg, err)
 		}
 	}
 }

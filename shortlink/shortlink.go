@@ -18,6 +18,7 @@ import (
 
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
 
@@ -25,7 +26,7 @@ var (
 	// ErrInvalidURL is returned for a long URL Shorten refuses.
 	ErrInvalidURL = errors.New("shortlink: invalid URL")
 	// ErrBlocked is wrapped (with ErrInvalidURL) for a blocklisted domain.
-	ErrBlocked = errors.New("domain is blocked")
+	ErrBlocked = errors.New("shortlink: domain is blocked")
 	// ErrInvalidAlias is returned for a malformed or reserved custom alias.
 	ErrInvalidAlias = errors.New("shortlink: invalid alias")
 	// ErrAliasTaken is returned when a custom alias is in use.
@@ -40,8 +41,10 @@ var (
 	// over its limit.
 	ErrRateLimited = errors.New("shortlink: rate limited")
 	// ErrInvalidOptions is returned for contradictory or out-of-range options
-	// or Config.
+	// of a link.
 	ErrInvalidOptions = errors.New("shortlink: invalid options")
+	// ErrConfig is wrapped by every configuration error of New.
+	ErrConfig = errors.New("shortlink: bad config")
 	// ErrClosed is returned by Shorten and Resolve after Close.
 	ErrClosed = errors.New("shortlink: service closed")
 )
@@ -168,22 +171,27 @@ func New(dbs []*sqlx.DB, rdb redis.UniversalClient, cfg Config) (*Service, error
 	}
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || base.Host == "" || (base.Scheme != "http" && base.Scheme != "https") {
-		return nil, fmt.Errorf("shortlink: BaseURL %q must be an absolute http(s) URL", cfg.BaseURL)
+		return nil, fmt.Errorf("%w: BaseURL %q must be an absolute http(s) URL", ErrConfig, cfg.BaseURL)
 	}
 	own, err := newHostSet(append([]string{base.Hostname()}, cfg.OwnHosts...), false)
 	if err != nil {
-		return nil, fmt.Errorf("%w: own host %w", ErrInvalidOptions, err)
+		return nil, fmt.Errorf("%w: own host %w", ErrConfig, err)
 	}
 	blocked, err := newHostSet(cfg.Blocklist, true)
 	if err != nil {
-		return nil, fmt.Errorf("%w: blocklist entry %w", ErrInvalidOptions, err)
+		return nil, fmt.Errorf("%w: blocklist entry %w", ErrConfig, err)
 	}
 	if rdb == nil {
-		return nil, errors.New("shortlink: nil Redis client")
+		return nil, fmt.Errorf("%w: nil Redis client", ErrConfig)
+	}
+	for _, db := range dbs {
+		if err := sqlutil.Check(db, "shortlink"); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 	}
 	router, err := shard.New(dbs, shard.Config{Table: "links", TablesPerDB: cfg.TablesPerDB})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	segments, err := idgen.NewSQLSource(dbs[0], "shortlink_segments")
 	if err != nil {
@@ -245,7 +253,7 @@ func applyDefaults(cfg *Config) error {
 
 func validateConfig(cfg *Config) error {
 	bad := func(why string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(why, args...))
+		return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(why, args...))
 	}
 	switch {
 	case !validRedirect(cfg.Redirect):
@@ -266,7 +274,7 @@ func validateConfig(cfg *Config) error {
 	if cfg.Codes == PermutedCodes {
 		// idgen owns the code length's range; any non-zero key will do here.
 		if _, err := idgen.NewShortCodes(nil, idgen.ShortCodeConfig{Length: cfg.CodeLength, Key: 1}); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
 	return nil

@@ -56,46 +56,40 @@ func newServiceOn(t testing.TB, r *testenv.Redis, db *sqlx.DB, cfg shortlink.Con
 	return s
 }
 
-func redises(t *testing.T) map[string]*testenv.Redis {
-	return map[string]*testenv.Redis{"redis": testenv.NewRedis(t), "cluster": testenv.NewRedisCluster(t)}
-}
-
 func TestShortenResolve(t *testing.T) {
-	for name, r := range redises(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			db := testenv.NewSQL(t)
-			cfg := shortlink.Config{TablesPerDB: 256}
-			a := newServiceOn(t, r, db, cfg)
-			l, err := a.Shorten(ctx, "HTTPS://Example.COM:443/a/b?q=1#frag", shortlink.Options{})
-			if err != nil {
-				t.Fatal(err)
+	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		ctx := context.Background()
+		db := testenv.NewSQL(t)
+		cfg := shortlink.Config{TablesPerDB: 256}
+		a := newServiceOn(t, r, db, cfg)
+		l, err := a.Shorten(ctx, "HTTPS://Example.COM:443/a/b?q=1#frag", shortlink.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Code) != 7 || l.URL != "https://example.com/a/b?q=1#frag" {
+			t.Fatalf("link %+v", l)
+		}
+		if a.ShortURL(l.Code) != "https://sho.rt/"+l.Code {
+			t.Fatalf("short URL %s", a.ShortURL(l.Code))
+		}
+		for range 3 {
+			got, err := a.Resolve(ctx, l.Code)
+			if err != nil || got.URL != l.URL {
+				t.Fatalf("Resolve = %+v, %v", got, err)
 			}
-			if len(l.Code) != 7 || l.URL != "https://example.com/a/b?q=1#frag" {
-				t.Fatalf("link %+v", l)
-			}
-			if a.ShortURL(l.Code) != "https://sho.rt/"+l.Code {
-				t.Fatalf("short URL %s", a.ShortURL(l.Code))
-			}
-			for range 3 {
-				got, err := a.Resolve(ctx, l.Code)
-				if err != nil || got.URL != l.URL {
-					t.Fatalf("Resolve = %+v, %v", got, err)
-				}
-			}
-			if st := a.CacheStats(); st.SQLReads != 1 || st.LocalHits+st.RedisHits != 2 {
-				t.Fatalf("3 resolves: want 1 SQL read and 2 cache hits, got %+v", st)
-			}
-			// A second process: empty local cache, warm Redis.
-			b := newServiceOn(t, r, db, cfg)
-			if got, err := b.Resolve(ctx, l.Code); err != nil || got.URL != l.URL {
-				t.Fatalf("second instance: %+v, %v", got, err)
-			}
-			if st := b.CacheStats(); st.RedisHits != 1 || st.SQLReads != 0 {
-				t.Fatalf("second instance should hit Redis: %+v", st)
-			}
-		})
-	}
+		}
+		if st := a.CacheStats(); st.SQLReads != 1 || st.LocalHits+st.RedisHits != 2 {
+			t.Fatalf("3 resolves: want 1 SQL read and 2 cache hits, got %+v", st)
+		}
+		// A second process: empty local cache, warm Redis.
+		b := newServiceOn(t, r, db, cfg)
+		if got, err := b.Resolve(ctx, l.Code); err != nil || got.URL != l.URL {
+			t.Fatalf("second instance: %+v, %v", got, err)
+		}
+		if st := b.CacheStats(); st.RedisHits != 1 || st.SQLReads != 0 {
+			t.Fatalf("second instance should hit Redis: %+v", st)
+		}
+	})
 }
 
 func TestSnowflakeCodes(t *testing.T) {
@@ -148,37 +142,35 @@ func TestConcurrentShortenNoDuplicate(t *testing.T) {
 // Many callers race for one alias: exactly one wins, everyone else is told
 // the alias is taken, and the alias resolves to the winner's URL.
 func TestAliasRace(t *testing.T) {
-	for name, r := range redises(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			s := newService(t, r, shortlink.Config{})
-			var wins, taken atomic.Int64
-			var winner atomic.Value
-			var wg sync.WaitGroup
-			for i := range 50 {
-				wg.Go(func() {
-					u := fmt.Sprintf("https://example.com/%d", i)
-					_, err := s.Shorten(ctx, u, shortlink.Options{Alias: "launch"})
-					switch {
-					case err == nil:
-						wins.Add(1)
-						winner.Store(u)
-					case errors.Is(err, shortlink.ErrAliasTaken):
-						taken.Add(1)
-					default:
-						t.Error(err)
-					}
-				})
-			}
-			wg.Wait()
-			if wins.Load() != 1 || taken.Load() != 49 {
-				t.Fatalf("%d wins, %d taken", wins.Load(), taken.Load())
-			}
-			if l, err := s.Resolve(ctx, "launch"); err != nil || l.URL != winner.Load() {
-				t.Fatalf("alias resolves to %+v, %v; winner %v", l, err, winner.Load())
-			}
-		})
-	}
+	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		ctx := context.Background()
+		s := newService(t, r, shortlink.Config{})
+		var wins, taken atomic.Int64
+		var winner atomic.Value
+		var wg sync.WaitGroup
+		for i := range 50 {
+			wg.Go(func() {
+				u := fmt.Sprintf("https://example.com/%d", i)
+				_, err := s.Shorten(ctx, u, shortlink.Options{Alias: "launch"})
+				switch {
+				case err == nil:
+					wins.Add(1)
+					winner.Store(u)
+				case errors.Is(err, shortlink.ErrAliasTaken):
+					taken.Add(1)
+				default:
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if wins.Load() != 1 || taken.Load() != 49 {
+			t.Fatalf("%d wins, %d taken", wins.Load(), taken.Load())
+		}
+		if l, err := s.Resolve(ctx, "launch"); err != nil || l.URL != winner.Load() {
+			t.Fatalf("alias resolves to %+v, %v; winner %v", l, err, winner.Load())
+		}
+	})
 }
 
 func TestExpiry(t *testing.T) {
@@ -216,35 +208,33 @@ func TestExpiry(t *testing.T) {
 
 // 100 concurrent clicks on a link limited to 10 visits: exactly 10 succeed.
 func TestMaxVisitsExactUnderConcurrency(t *testing.T) {
-	for name, r := range redises(t) {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			s := newService(t, r, shortlink.Config{})
-			l, err := s.Shorten(ctx, "https://example.com/limited", shortlink.Options{MaxVisits: 10})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ok, gone atomic.Int64
-			var wg sync.WaitGroup
-			for range 100 {
-				wg.Go(func() {
-					_, err := s.Resolve(ctx, l.Code)
-					switch {
-					case err == nil:
-						ok.Add(1)
-					case errors.Is(err, shortlink.ErrMaxVisits) && errors.Is(err, shortlink.ErrExpired):
-						gone.Add(1)
-					default:
-						t.Error(err)
-					}
-				})
-			}
-			wg.Wait()
-			if ok.Load() != 10 || gone.Load() != 90 {
-				t.Fatalf("%d redirects, %d refused; want 10 and 90", ok.Load(), gone.Load())
-			}
-		})
-	}
+	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		ctx := context.Background()
+		s := newService(t, r, shortlink.Config{})
+		l, err := s.Shorten(ctx, "https://example.com/limited", shortlink.Options{MaxVisits: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ok, gone atomic.Int64
+		var wg sync.WaitGroup
+		for range 100 {
+			wg.Go(func() {
+				_, err := s.Resolve(ctx, l.Code)
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, shortlink.ErrMaxVisits) && errors.Is(err, shortlink.ErrExpired):
+					gone.Add(1)
+				default:
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if ok.Load() != 10 || gone.Load() != 90 {
+			t.Fatalf("%d redirects, %d refused; want 10 and 90", ok.Load(), gone.Load())
+		}
+	})
 }
 
 func TestURLValidation(t *testing.T) {
@@ -557,8 +547,8 @@ func TestHostSpellings(t *testing.T) {
 	}
 	for _, cfg := range []shortlink.Config{{Blocklist: []string{"*.evil.example"}}, {OwnHosts: []string{"exa mple"}}, {BaseURL: "http://1.2.3.4.5/"}} {
 		cfg.BaseURL = cmp.Or(cfg.BaseURL, "https://sho.rt")
-		if _, err := shortlink.New([]*sqlx.DB{testenv.NewSQL(t)}, testenv.NewRedis(t).Client, cfg); !errors.Is(err, shortlink.ErrInvalidOptions) {
-			t.Errorf("New(%+v): %v, want ErrInvalidOptions", cfg, err)
+		if _, err := shortlink.New([]*sqlx.DB{testenv.NewSQL(t)}, testenv.NewRedis(t).Client, cfg); !errors.Is(err, shortlink.ErrConfig) {
+			t.Errorf("New(%+v): %v, want ErrConfig", cfg, err)
 		}
 	}
 }

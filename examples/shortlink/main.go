@@ -1,13 +1,13 @@
-// Command shortlink is a URL shortener server: 256 link tables, a Redis
-// Cluster cache, redirects and a JSON API.
+// Command shortlink serves the URL shortener over HTTP: 256 link tables, a
+// Redis Cluster cache, per-IP limits, 302 redirects.
 //
-//	go run ./examples/shortlink
-//	curl -s -X POST localhost:8080/api/links -d '{"url":"https://go.dev/"}'
-//	curl -si localhost:8080/<code>
+//	go run ./examples/shortlink          # listens on 127.0.0.1:8080
 //
-// With no flags it runs on embedded backends: a spawned local Redis Cluster
-// (one embedded Redis without the redis-server binary) and a SQLite file.
-// -cluster names a real Redis Cluster, -mysql a MySQL/MariaDB database.
+// Embedded defaults: a spawned Redis Cluster (one embedded Redis without the
+// redis-server binary) and a SQLite file in the user's cache directory, so
+// links survive a restart. Real servers: CASEBOOK_REDIS_CLUSTER or
+// CASEBOOK_REDIS_ADDR, and CASEBOOK_MYSQL_DSN (a DSN naming a database keeps
+// the links there; one naming none gets a scratch database dropped at exit).
 package main
 
 import (
@@ -15,14 +15,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	_ "modernc.org/sqlite"
 
@@ -31,63 +28,78 @@ import (
 )
 
 func main() {
-	var (
-		addr       = flag.String("addr", "127.0.0.1:8080", "listen address")
-		base       = flag.String("base", "", "public base URL of short links (default http://<addr>)")
-		clusterArg = flag.String("cluster", os.Getenv("CASEBOOK_REDIS_CLUSTER"), "Redis Cluster nodes host:port,… (default: spawn a local cluster)")
-		mysqlDSN   = flag.String("mysql", "", "MySQL/MariaDB DSN of an existing database, e.g. root@tcp(127.0.0.1:3306)/links (default: SQLite)")
-		sqlitePath = flag.String("sqlite", filepath.Join(os.TempDir(), "casebook-shortlink.db"), "SQLite file when -mysql is not given")
-	)
+	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
+	base := flag.String("base", "", "public base URL of short links (default http://<addr>)")
+	sqlitePath := flag.String("sqlite", defaultSQLite(), "SQLite file, when CASEBOOK_MYSQL_DSN is not set")
 	flag.Parse()
 	if *base == "" {
 		*base = "http://" + *addr
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	devstack.Run(func(ctx context.Context) error { return run(ctx, *addr, *base, *sqlitePath) })
+}
 
-	r, err := devstack.OpenClusterOrStandalone(ctx, devstack.SplitList(*clusterArg), os.Stderr)
+func defaultSQLite() string {
+	dir, err := os.UserCacheDir()
 	if err != nil {
-		log.Fatal(err)
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "casebook", "shortlink.db")
+}
+
+func run(ctx context.Context, addr, base, sqlitePath string) error {
+	env := devstack.FromEnv()
+	r, err := env.OpenRedis(ctx, os.Stderr)
+	if err != nil {
+		return err
 	}
 	defer r.Close()
-	db, err := openSQL(*mysqlDSN, *sqlitePath)
+	db, closeDB, err := openSQL(ctx, env, sqlitePath)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	defer db.Close()
+	defer closeDB()
 
-	svc, err := shortlink.New([]*sqlx.DB{db}, r.Client, shortlink.Config{BaseURL: *base, Namespace: "casebook-example"})
+	svc, err := shortlink.New([]*sqlx.DB{db}, r.Client, shortlink.Config{BaseURL: base, Namespace: "casebook-example"})
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
+	defer svc.Close(context.WithoutCancel(ctx)) // flushes counted clicks
 	if err := svc.Migrate(ctx); err != nil {
-		log.Fatal(err)
+		return err
 	}
-	srv := &http.Server{Addr: *addr, Handler: svc.Handler(nil), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{
+		Addr: addr, Handler: svc.Handler(nil), MaxHeaderBytes: 16 << 10,
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute,
+	}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		srv.Shutdown(shutdown)
 	}()
-	fmt.Printf("shortlink on http://%s — 256 tables in %s, %s Redis (%d node(s))\n", *addr, db.DriverName(), r.Kind, len(r.Addrs))
-	fmt.Printf("try: curl -s -X POST http://%s/api/links -d '{\"url\":\"https://go.dev/\"}'\n", *addr)
+	fmt.Printf("shortlink on http://%s — 256 tables in %s, %s Redis (%d node(s))\n", addr, db.DriverName(), r.Kind, len(r.Addrs))
+	fmt.Printf("try: curl -s -X POST http://%s/api/links -d '{\"url\":\"https://go.dev/\"}'\n", addr)
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-		log.Print(err)
+		return err
 	}
-	if err := svc.Close(context.Background()); err != nil { // flush counted clicks
-		log.Print(err)
-	}
+	return nil
 }
 
-func openSQL(mysqlDSN, sqlitePath string) (*sqlx.DB, error) {
-	if mysqlDSN != "" {
-		return sqlx.Connect("mysql", mysqlDSN)
+// openSQL opens CASEBOOK_MYSQL_DSN's database, or the SQLite file.
+func openSQL(ctx context.Context, env devstack.Env, sqlitePath string) (*sqlx.DB, func() error, error) {
+	if env.MySQLDSN != "" {
+		s, err := env.OpenSQL(ctx, "casebook_shortlink")
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.DB, s.Close, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(sqlitePath), 0o700); err != nil {
+		return nil, nil, err
 	}
 	db, err := sqlx.Connect("sqlite", "file:"+sqlitePath+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	db.SetMaxOpenConns(1) // one writer; see devstack
-	return db, nil
+	return db, db.Close, nil
 }
