@@ -111,6 +111,45 @@ func (env Env) OpenSQL(ctx context.Context, name string) (*SQL, error) {
 	return openNamedMySQL(ctx, cfg)
 }
 
+// OpenSQLs opens n databases for a sharded program: on env's MySQL, the
+// DSN's database name with suffixes _0 … _n-1 (created if missing and kept),
+// or scratch databases name_<random> when the DSN names none; else n SQLite
+// files in a directory of this run. Close each; a failure closes the ones
+// already opened.
+func (env Env) OpenSQLs(ctx context.Context, name string, n int) ([]*SQL, error) {
+	out := make([]*SQL, 0, n)
+	fail := func(err error) ([]*SQL, error) {
+		for _, s := range out {
+			s.Close()
+		}
+		return nil, err
+	}
+	var cfg *mysql.Config
+	if env.MySQLDSN != "" {
+		var err error
+		if cfg, err = mysql.ParseDSN(env.MySQLDSN); err != nil {
+			return nil, fmt.Errorf("devstack: mysql dsn: %w", err)
+		}
+	}
+	for i := range n {
+		var s *SQL
+		var err error
+		switch {
+		case cfg != nil && cfg.DBName != "":
+			c := cfg.Clone()
+			c.DBName = fmt.Sprintf("%s_%d", cfg.DBName, i)
+			s, err = openNamedMySQL(ctx, c)
+		default:
+			s, err = OpenSQL(ctx, env.MySQLDSN, name)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
 // openNamedMySQL uses the DSN's database, creating it if missing; Close
 // keeps it.
 func openNamedMySQL(ctx context.Context, cfg *mysql.Config) (*SQL, error) {

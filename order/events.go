@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/casebook-dev/casebook/outbox"
-	"github.com/casebook-dev/casebook/shard"
 )
 
 // EventVersion is the format version of the events this package writes and
@@ -62,18 +62,35 @@ func DecodeEvent(value []byte) (Event, error) {
 	return e, nil
 }
 
-// emit records e in the outbox of sh's database, inside tx.
-func (s *Service) emit(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, e Event) error {
-	e.V = EventVersion
-	if e.ID == "" {
-		e.ID = "o" + strconv.FormatInt(e.OrderID, 10) + "-v" + strconv.FormatInt(e.Version, 10)
+// emit records e in the outbox of tx's database.
+func (s *Service) emit(ctx context.Context, tx *sqlx.Tx, e Event) error {
+	return s.emitAll(ctx, tx, []Event{e})
+}
+
+// emitAll records events in the outbox of tx's database, in one statement.
+func (s *Service) emitAll(ctx context.Context, tx *sqlx.Tx, events []Event) error {
+	if len(events) == 0 {
+		return nil
 	}
-	payload, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("order: encode event: %w", err)
+	var q strings.Builder
+	q.WriteString(`INSERT INTO order_outbox (event_id, order_id, payload, created_at, sent_at) VALUES `)
+	args := make([]any, 0, 4*len(events))
+	for i, e := range events {
+		e.V = EventVersion
+		if e.ID == "" {
+			e.ID = "o" + strconv.FormatInt(e.OrderID, 10) + "-v" + strconv.FormatInt(e.Version, 10)
+		}
+		payload, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("order: encode event: %w", err)
+		}
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(`(?, ?, ?, ?, 0)`)
+		args = append(args, e.ID, e.OrderID, payload, e.At)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO order_outbox (event_id, order_id, payload, created_at, sent_at) VALUES (?, ?, ?, ?, 0)`,
-		e.ID, e.OrderID, payload, e.At); err != nil {
+	if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
 		return fmt.Errorf("order: outbox: %w", err)
 	}
 	return nil

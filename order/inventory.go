@@ -85,6 +85,29 @@ func (s *Service) Reserve(ctx context.Context, order int64, sku string, qty int6
 	return inTx(ctx, s.inventory.ByKey(sku).DB, func(tx *sqlx.Tx) error { return s.tryIn(ctx, tx, order, sku, qty) })
 }
 
+// tryIn is Reserve inside a caller's transaction; a short line leaves no
+// trace (its barrier row is removed again).
+func (s *Service) tryIn(ctx context.Context, tx *sqlx.Tx, order int64, sku string, qty int64) error {
+	sh := s.inventory.ByKey(sku)
+	barrier := sibling(sh, "inventory_tx")
+	_, err := tx.ExecContext(ctx, `INSERT INTO `+barrier+` (order_id, sku, qty, state, updated_at) VALUES (?, ?, ?, ?, ?)`,
+		order, sku, qty, barrierTried, s.now())
+	if sqlutil.IsDuplicate(err) {
+		return s.reservedBefore(ctx, tx, barrier, order, sku, qty)
+	}
+	if err != nil {
+		return err
+	}
+	ok, err := s.take(ctx, tx, sh, sku, qty)
+	if err != nil || ok {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM `+barrier+` WHERE order_id = ? AND sku = ?`, order, sku); err != nil {
+		return err
+	}
+	return s.shortage(ctx, tx, sh, sku, qty)
+}
+
 // reservedBefore decides a Reserve whose barrier row exists: a repeat is a
 // no-op, a try after the cancel is refused.
 func (s *Service) reservedBefore(ctx context.Context, tx *sqlx.Tx, barrier string, order int64, sku string, qty int64) error {
@@ -92,7 +115,9 @@ func (s *Service) reservedBefore(ctx context.Context, tx *sqlx.Tx, barrier strin
 		Qty   int64  `db:"qty"`
 		State string `db:"state"`
 	}
-	if err := tx.GetContext(ctx, &b, `SELECT qty, state FROM `+barrier+` WHERE order_id = ? AND sku = ?`, order, sku); err != nil {
+	// A locking read: it sees the row a concurrent twin just committed,
+	// which this transaction's snapshot may predate.
+	if err := tx.GetContext(ctx, &b, `SELECT qty, state FROM `+barrier+` WHERE order_id = ? AND sku = ?`+s.forUpdate(true), order, sku); err != nil {
 		return fmt.Errorf("order: read reservation %d/%s: %w", order, sku, err)
 	}
 	switch {

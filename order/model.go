@@ -155,7 +155,7 @@ func (s *Service) update(ctx context.Context, tx *sqlx.Tx, o *Order, to Status, 
 	}
 	from := o.Status
 	o.Status, o.Version, o.UpdatedAt = to, o.Version+1, instant(now)
-	return s.emit(ctx, tx, sh, Event{Kind: EventStatus, OrderID: o.ID, User: o.User, From: from, To: to, Version: o.Version, Amount: o.Amount, At: now})
+	return s.emit(ctx, tx, Event{Kind: EventStatus, OrderID: o.ID, User: o.User, From: from, To: to, Version: o.Version, Amount: o.Amount, At: now})
 }
 
 // inTx runs fn in a transaction on db, again from the start when the

@@ -46,7 +46,7 @@ func (s *Service) insertRefund(ctx context.Context, tx *sqlx.Tx, sh shard.Shard,
 	if err != nil {
 		return err
 	}
-	return s.emit(ctx, tx, sh, Event{ID: "r" + strconv.FormatInt(r.RefundNo, 10), Kind: EventRefundRequested, OrderID: r.OrderID,
+	return s.emit(ctx, tx, Event{ID: "r" + strconv.FormatInt(r.RefundNo, 10), Kind: EventRefundRequested, OrderID: r.OrderID,
 		Amount: r.Amount, PayNo: r.PayNo, RefundNo: r.RefundNo, Reason: r.Reason, At: now})
 }
 
