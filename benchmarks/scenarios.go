@@ -112,7 +112,10 @@ func orderPay() Scenario {
 			{Name: "sale peak DB writes", Unit: "/s", Value: writesPer * sale.Peak(), Seed: 70000},
 			{Name: "storage per year", Unit: "B", Value: dau * orderRate * bytesPer * year, Seed: 91 * GB},
 		},
-		Sizings: []Sizing{{What: "sale peak order numbers/s", Peak: sale.Peak(), Measurement: "idgen.snowflake"}},
+		Sizings: []Sizing{
+			{What: "sale peak orders/s", Peak: sale.Peak(), Measurement: "order.create"},
+			{What: "sale peak order numbers/s", Peak: sale.Peak(), Measurement: "idgen.snowflake"},
+		},
 	}
 }
 
@@ -182,6 +185,6 @@ func eCommerce() Scenario {
 			{Name: "peak orders", Unit: "/s", Value: load.Peak(), Seed: 350},
 			{Name: "SKU cache", Unit: "B", Value: skus * skuBytes, Seed: 1 * GB},
 		},
-		Sizings: []Sizing{{What: "peak order numbers/s", Peak: load.Peak(), Measurement: "idgen.snowflake"}},
+		Sizings: []Sizing{{What: "peak orders/s", Peak: load.Peak(), Measurement: "order.create"}},
 	}
 }

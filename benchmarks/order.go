@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/order"
+)
+
+// orderCreate measures orders created on 8 databases × 8 tables (each: the
+// order row, its event, a TCC reservation, the reserved mark), coalesced
+// into CreateBatch calls of up to 200 the way a Kafka consumer hands over a
+// batch of messages: many callers wait, two flushers write.
+func orderCreate() Measurement {
+	return Measurement{Name: "order.create", Unit: "orders (batched, 8 × 8 tables)", Setup: func(ctx context.Context, env *Env) (Prepared, error) {
+		r, err := env.Redis(ctx)
+		if err != nil {
+			return Prepared{}, err
+		}
+		v, err := env.Fixture("sql×8", func() (any, func(), error) {
+			sqls, err := devstack.Env{MySQLDSN: env.MySQLDSN}.OpenSQLs(ctx, "casebook_bench", 8)
+			if err != nil {
+				return nil, nil, err
+			}
+			return sqls, func() {
+				for _, s := range sqls {
+					s.Close()
+				}
+			}, nil
+		})
+		if err != nil {
+			return Prepared{}, err
+		}
+		sqls := v.([]*devstack.SQL)
+		dbs := make([]*sqlx.DB, len(sqls))
+		for i, s := range sqls {
+			dbs[i] = s.DB
+		}
+		ns := "bench-order-" + devstack.RandomHex(3)
+		svc, err := order.New(r.Client, dbs, order.Config{Namespace: ns})
+		if err != nil {
+			return Prepared{}, err
+		}
+		if err := svc.Migrate(ctx); err != nil {
+			return Prepared{}, err
+		}
+		for i := range 64 {
+			if err := svc.PutSKU(ctx, "sku"+strconv.Itoa(i), 100, 1<<39); err != nil {
+				return Prepared{}, err
+			}
+		}
+		type req struct {
+			n    order.NewOrder
+			done chan error
+		}
+		queue := make(chan req, 1024)
+		stop := make(chan struct{})
+		flush := func() {
+			for {
+				var batch []req
+				select {
+				case r := <-queue:
+					batch = append(batch, r)
+				case <-stop:
+					return
+				}
+				timeout := time.After(2 * time.Millisecond)
+			fill:
+				for len(batch) < 200 {
+					select {
+					case r := <-queue:
+						batch = append(batch, r)
+					case <-timeout:
+						break fill
+					}
+				}
+				reqs := make([]order.NewOrder, len(batch))
+				for i, r := range batch {
+					reqs[i] = r.n
+				}
+				for i, res := range svc.CreateBatch(ctx, reqs) {
+					batch[i].done <- res.Err
+				}
+			}
+		}
+		for range 2 {
+			go flush()
+		}
+		var seq atomic.Int64
+		return Prepared{
+			Workers: 512,
+			Backend: string(sqls[0].Kind) + " × 8",
+			Op: func() error {
+				n := seq.Add(1)
+				done := make(chan error, 1)
+				queue <- req{order.NewOrder{User: "u" + strconv.FormatInt(n, 36), RequestID: "r", Lines: []order.Line{{SKU: "sku" + strconv.FormatInt(n%64, 10), Qty: 1}}}, done}
+				return <-done
+			},
+			Cleanup: func() {
+				close(stop)
+				svc.Close()
+				devstack.DeleteKeys(context.WithoutCancel(ctx), r.Client, ns+"*")
+			},
+		}, nil
+	}}
+}
