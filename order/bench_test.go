@@ -15,11 +15,7 @@ import (
 func BenchmarkCreate(b *testing.B) {
 	f := setupB(b)
 	ctx := context.Background()
-	for i := range 64 {
-		if err := f.s.PutSKU(ctx, fmt.Sprint("sku", i), 100, 1<<30); err != nil {
-			b.Fatal(err)
-		}
-	}
+	f.manySKUs(64)
 	db := f.dbs[0]
 	if _, err := db.Exec(`CREATE TABLE raw_insert (id BIGINT NOT NULL PRIMARY KEY, user_id VARCHAR(64) NOT NULL, amount BIGINT NOT NULL)`); err != nil {
 		b.Fatal(err)
@@ -118,11 +114,7 @@ func BenchmarkCallbackDuplicate(b *testing.B) {
 func BenchmarkCreateBatch(b *testing.B) {
 	f := setupB(b)
 	ctx := context.Background()
-	for i := range 64 {
-		if err := f.s.PutSKU(ctx, fmt.Sprint("sku", i), 100, 1<<30); err != nil {
-			b.Fatal(err)
-		}
-	}
+	f.manySKUs(64)
 	const size = 200
 	var seq atomic.Int64
 	b.ResetTimer()
@@ -150,4 +142,11 @@ func BenchmarkCreateBatch(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
+}
+
+// manySKUs puts n SKUs ("sku0"…) with ample stock, so no row is hot.
+func (f *fixture) manySKUs(n int) {
+	for i := range n {
+		f.sku(fmt.Sprint("sku", i), 100, 1<<30)
+	}
 }
