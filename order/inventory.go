@@ -47,7 +47,7 @@ func (s *Service) PutSKU(ctx context.Context, sku string, price, units int64) er
 		q = `INSERT INTO ` + sh.Table + ` (sku, price, available, locked, sold) VALUES (?, ?, ?, 0, 0)
 			ON DUPLICATE KEY UPDATE price = VALUES(price), available = available + VALUES(available)`
 	}
-	if err := retry(ctx, func() error { _, err := sh.DB.ExecContext(ctx, q, sku, price, units); return err }); err != nil {
+	if err := sqlutil.Retry(ctx, 10, func() error { _, err := sh.DB.ExecContext(ctx, q, sku, price, units); return err }); err != nil {
 		return fmt.Errorf("order: put sku %s: %w", sku, err)
 	}
 	return nil

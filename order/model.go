@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
 
@@ -161,18 +162,5 @@ func (s *Service) update(ctx context.Context, tx *sqlx.Tx, o *Order, to Status, 
 // inTx runs fn in a transaction on db, again from the start when the
 // database aborted it for a deadlock or a busy lock.
 func inTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
-	return retry(ctx, func() error {
-		tx, err := db.BeginTxx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("order: begin: %w", err)
-		}
-		defer tx.Rollback()
-		if err := fn(tx); err != nil {
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("order: commit: %w", err)
-		}
-		return nil
-	})
+	return sqlutil.InTx(ctx, db, fn)
 }

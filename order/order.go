@@ -221,7 +221,3 @@ func dedupeKey(kind string, parts ...string) string {
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
 func (s *Service) now() int64 { return ms(s.cfg.Now()) }
-
-// retry runs a transaction again while the database aborts it for a
-// deadlock, a lock wait timeout or a busy SQLite file.
-func retry(ctx context.Context, fn func() error) error { return sqlutil.Retry(ctx, 10, fn) }

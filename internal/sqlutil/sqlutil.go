@@ -74,6 +74,26 @@ func Retry(ctx context.Context, attempts int, fn func() error) error {
 	}
 }
 
+// InTx runs fn in a transaction on db and commits it; when the database
+// aborts it for a deadlock, a lock wait timeout or a busy SQLite file, the
+// whole transaction runs again (up to 10 times, see Retry).
+func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+	return Retry(ctx, 10, func() error {
+		tx, err := db.BeginTxx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("sql begin: %w", err)
+		}
+		defer tx.Rollback()
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("sql commit: %w", err)
+		}
+		return nil
+	})
+}
+
 // mysqlNumber finds a go-sql-driver *mysql.MySQLError in err's chain and
 // returns its Number, without importing the driver.
 func mysqlNumber(err error) (uint16, bool) {
