@@ -3,7 +3,6 @@ package order
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/jmoiron/sqlx"
 	"golang.org/x/sync/errgroup"
@@ -12,20 +11,11 @@ import (
 	"github.com/casebook-dev/casebook/shard"
 )
 
-// tableDDL is one table with its secondary indexes, written once for both
-// dialects: {{key}} is a case-sensitive ASCII key column, {{serial}} an
-// auto-increment primary key.
-type tableDDL struct {
-	name    string
-	columns string
-	indexes []string // "name (col, col)"; a leading "UNIQUE " makes it unique
-}
-
 // Per order shard: orders, payment attempts, callbacks seen, refunds.
-func orderTables(sh shard.Shard) []tableDDL {
-	return []tableDDL{{
-		name: sh.Table,
-		columns: `id BIGINT NOT NULL PRIMARY KEY,
+func orderTables(sh shard.Shard) []sqlutil.Table {
+	return []sqlutil.Table{{
+		Name: sh.Table,
+		Columns: `id BIGINT NOT NULL PRIMARY KEY,
 			user_id {{key}} NOT NULL,
 			request_id {{key}} NOT NULL,
 			status VARCHAR(16) NOT NULL,
@@ -42,10 +32,10 @@ func orderTables(sh shard.Shard) []tableDDL {
 			paid_at BIGINT NOT NULL,
 			shipped_at BIGINT NOT NULL,
 			updated_at BIGINT NOT NULL`,
-		indexes: []string{"UNIQUE uq_request (user_id, request_id)", "ix_user (user_id, id)", "ix_status (status, pay_deadline)", "ix_stock (stock)", "ix_created (created_at)"},
+		Indexes: []string{"UNIQUE uq_request (user_id, request_id)", "ix_user (user_id, id)", "ix_status (status, pay_deadline)", "ix_stock (stock)", "ix_created (created_at)"},
 	}, {
-		name: sibling(sh, "payments"),
-		columns: `pay_no BIGINT NOT NULL PRIMARY KEY,
+		Name: sibling(sh, "payments"),
+		Columns: `pay_no BIGINT NOT NULL PRIMARY KEY,
 			order_id BIGINT NOT NULL,
 			channel VARCHAR(32) NOT NULL,
 			amount BIGINT NOT NULL,
@@ -54,17 +44,17 @@ func orderTables(sh shard.Shard) []tableDDL {
 			gateway_txn {{key}} NULL,
 			created_at BIGINT NOT NULL,
 			paid_at BIGINT NOT NULL`,
-		indexes: []string{"ix_order (order_id)", "ix_paid (paid_at)"},
+		Indexes: []string{"ix_order (order_id)", "ix_paid (paid_at)"},
 	}, {
-		name: sibling(sh, "pay_callbacks"),
-		columns: `gateway_txn {{key}} NOT NULL PRIMARY KEY,
+		Name: sibling(sh, "pay_callbacks"),
+		Columns: `gateway_txn {{key}} NOT NULL PRIMARY KEY,
 			pay_no BIGINT NOT NULL,
 			outcome VARCHAR(24) NOT NULL,
 			detail VARCHAR(255) NOT NULL,
 			received_at BIGINT NOT NULL`,
 	}, {
-		name: sibling(sh, "refunds"),
-		columns: `refund_no BIGINT NOT NULL PRIMARY KEY,
+		Name: sibling(sh, "refunds"),
+		Columns: `refund_no BIGINT NOT NULL PRIMARY KEY,
 			order_id BIGINT NOT NULL,
 			pay_no BIGINT NOT NULL,
 			amount BIGINT NOT NULL,
@@ -72,22 +62,22 @@ func orderTables(sh shard.Shard) []tableDDL {
 			dedupe {{key}} NOT NULL,
 			status VARCHAR(16) NOT NULL,
 			created_at BIGINT NOT NULL`,
-		indexes: []string{"UNIQUE uq_dedupe (dedupe)", "ix_order (order_id)"},
+		Indexes: []string{"UNIQUE uq_dedupe (dedupe)", "ix_order (order_id)"},
 	}}
 }
 
 // Per inventory shard: stock per SKU and the reservation barrier.
-func inventoryTables(sh shard.Shard) []tableDDL {
-	return []tableDDL{{
-		name: sh.Table,
-		columns: `sku {{key}} NOT NULL PRIMARY KEY,
+func inventoryTables(sh shard.Shard) []sqlutil.Table {
+	return []sqlutil.Table{{
+		Name: sh.Table,
+		Columns: `sku {{key}} NOT NULL PRIMARY KEY,
 			price BIGINT NOT NULL,
 			available BIGINT NOT NULL,
 			locked BIGINT NOT NULL,
 			sold BIGINT NOT NULL`,
 	}, {
-		name: sibling(sh, "inventory_tx"),
-		columns: `order_id BIGINT NOT NULL,
+		Name: sibling(sh, "inventory_tx"),
+		Columns: `order_id BIGINT NOT NULL,
 			sku {{key}} NOT NULL,
 			qty BIGINT NOT NULL,
 			state VARCHAR(16) NOT NULL,
@@ -98,66 +88,34 @@ func inventoryTables(sh shard.Shard) []tableDDL {
 
 // Per database: the outbox; on the first, the reconciliation review table.
 var (
-	outboxTable = tableDDL{
-		name: "order_outbox",
-		columns: `id {{serial}},
+	outboxTable = sqlutil.Table{
+		Name: "order_outbox",
+		Columns: `id {{serial}},
 			event_id {{key}} NOT NULL,
 			order_id BIGINT NOT NULL,
 			payload TEXT NOT NULL,
 			created_at BIGINT NOT NULL,
 			sent_at BIGINT NOT NULL`,
-		indexes: []string{"UNIQUE uq_event (event_id)", "ix_unsent (sent_at, id)"},
+		Indexes: []string{"UNIQUE uq_event (event_id)", "ix_unsent (sent_at, id)"},
 	}
-	reviewTable = tableDDL{
-		name: "order_review",
-		columns: `id {{serial}},
+	reviewTable = sqlutil.Table{
+		Name: "order_review",
+		Columns: `id {{serial}},
 			dedupe {{key}} NOT NULL,
 			kind VARCHAR(32) NOT NULL,
 			gateway_txn {{key}} NOT NULL,
 			order_id BIGINT NOT NULL,
 			detail VARCHAR(255) NOT NULL,
 			found_at BIGINT NOT NULL`,
-		indexes: []string{"UNIQUE uq_dedupe (dedupe)"},
+		Indexes: []string{"UNIQUE uq_dedupe (dedupe)"},
 	}
 )
-
-// statements renders t for db's dialect: MySQL takes indexes inside CREATE
-// TABLE (it has no CREATE INDEX IF NOT EXISTS), SQLite as separate
-// statements.
-func (t tableDDL) statements(db *sqlx.DB) []string {
-	mysql := sqlutil.IsMySQL(db)
-	serial := "INTEGER PRIMARY KEY AUTOINCREMENT"
-	if mysql {
-		serial = "BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY"
-	}
-	cols := strings.NewReplacer("{{key}}", sqlutil.BinaryKey(db, 64), "{{serial}}", serial).Replace(t.columns)
-	var inline []string
-	var after []string
-	for _, ix := range t.indexes {
-		unique := strings.HasPrefix(ix, "UNIQUE ")
-		name, colList, _ := strings.Cut(strings.TrimPrefix(ix, "UNIQUE "), " ")
-		switch {
-		case mysql && unique:
-			inline = append(inline, "UNIQUE KEY "+name+" "+colList)
-		case mysql:
-			inline = append(inline, "KEY "+name+" "+colList)
-		case unique:
-			after = append(after, fmt.Sprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s_%s ON %s %s", t.name, name, t.name, colList))
-		default:
-			after = append(after, fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s_%s ON %s %s", t.name, name, t.name, colList))
-		}
-	}
-	if len(inline) > 0 {
-		cols += ",\n\t\t\t" + strings.Join(inline, ",\n\t\t\t")
-	}
-	return append([]string{"CREATE TABLE IF NOT EXISTS " + t.name + " (\n\t\t\t" + cols + "\n\t\t)"}, after...)
-}
 
 // Migrate creates every table that does not exist yet, on every database.
 func (s *Service) Migrate(ctx context.Context) error {
 	type job struct {
 		db *sqlx.DB
-		t  tableDDL
+		t  sqlutil.Table
 	}
 	var jobs []job
 	for _, sh := range s.orders.All() {
@@ -181,9 +139,9 @@ func (s *Service) Migrate(ctx context.Context) error {
 	g.SetLimit(8)
 	for _, j := range jobs {
 		g.Go(func() error {
-			for _, stmt := range j.t.statements(j.db) {
+			for _, stmt := range j.t.Statements(j.db) {
 				if _, err := j.db.ExecContext(gctx, stmt); err != nil {
-					return fmt.Errorf("order: migrate %s: %w", j.t.name, err)
+					return fmt.Errorf("order: migrate %s: %w", j.t.Name, err)
 				}
 			}
 			return nil

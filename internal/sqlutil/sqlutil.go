@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -208,4 +209,45 @@ func BinaryKey(db *sqlx.DB, length int) string {
 		t += " CHARACTER SET ascii COLLATE ascii_bin"
 	}
 	return t
+}
+
+// Table is one table with its secondary indexes, written once for both
+// dialects: in Columns, {{key}} is a case-sensitive ASCII key column of 64
+// bytes and {{serial}} an auto-increment primary key. An index is
+// "name (col, …)", unique when it starts with "UNIQUE ".
+type Table struct {
+	Name    string
+	Columns string
+	Indexes []string
+}
+
+// Statements renders t for db's dialect, each statement safe to run again:
+// MySQL takes the indexes inside CREATE TABLE IF NOT EXISTS (it has no
+// CREATE INDEX IF NOT EXISTS), SQLite as separate statements.
+func (t Table) Statements(db *sqlx.DB) []string {
+	mysql := IsMySQL(db)
+	serial := "INTEGER PRIMARY KEY AUTOINCREMENT"
+	if mysql {
+		serial = "BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY"
+	}
+	cols := strings.NewReplacer("{{key}}", BinaryKey(db, 64), "{{serial}}", serial).Replace(t.Columns)
+	var inline, after []string
+	for _, ix := range t.Indexes {
+		unique := strings.HasPrefix(ix, "UNIQUE ")
+		name, colList, _ := strings.Cut(strings.TrimPrefix(ix, "UNIQUE "), " ")
+		switch {
+		case mysql && unique:
+			inline = append(inline, "UNIQUE KEY "+name+" "+colList)
+		case mysql:
+			inline = append(inline, "KEY "+name+" "+colList)
+		case unique:
+			after = append(after, fmt.Sprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s_%s ON %s %s", t.Name, name, t.Name, colList))
+		default:
+			after = append(after, fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s_%s ON %s %s", t.Name, name, t.Name, colList))
+		}
+	}
+	if len(inline) > 0 {
+		cols += ",\n\t" + strings.Join(inline, ",\n\t")
+	}
+	return append([]string{"CREATE TABLE IF NOT EXISTS " + t.Name + " (\n\t" + cols + "\n)"}, after...)
 }

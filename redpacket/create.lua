@@ -1,0 +1,20 @@
+-- Open a packet in Redis, once: a packet open already is left as it is. A
+-- packet whose Redis state was lost is reopened from SQL with the claims
+-- SQL holds.
+-- KEYS[1] the packet's state hash (expires, recipient, claimed, amount,
+--         "u:<user>" → fen), KEYS[2] its list of shares not yet taken; both
+--         under one bucket tag
+-- ARGV[1] expiry (Unix ms)   ARGV[2] the only recipient, or ''
+-- ARGV[3] when the keys go (Unix ms)
+-- ARGV[4] claims so far   ARGV[5] fen claimed so far
+-- ARGV[6] n, the shares not yet taken, in draw order, as "<index>:<fen>":
+--         ARGV[7 .. 6+n]
+-- ARGV[7+n ..] pairs of "u:<user>" and fen for the claims so far
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'expires', ARGV[1], 'recipient', ARGV[2], 'claimed', ARGV[4], 'amount', ARGV[5])
+local n = tonumber(ARGV[6])
+if n > 0 then redis.call('RPUSH', KEYS[2], unpack(ARGV, 7, 6 + n)) end
+if #ARGV > 6 + n then redis.call('HSET', KEYS[1], unpack(ARGV, 7 + n)) end
+redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+redis.call('PEXPIREAT', KEYS[2], ARGV[3])
+return 1

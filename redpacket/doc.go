@@ -1,0 +1,75 @@
+// Package redpacket is WeChat-style red packets: a sender puts an amount
+// into a packet for up to 500 people, a crowd grabs at once, each who opens
+// gets a random share, and what is left after 24 hours goes back. It is the
+// design course's red-packet case [760k opens/s at peak, ≤ 500 per packet].
+//
+// # Money
+//
+// Amounts are integer fen end to end (never float: int(0.29*100) == 28).
+// Send debits the sender and records the packet in one SQL transaction in
+// the sender's shard (the packet id is an idgen gene id carrying the
+// sender's gene, leased from SQL, so it never repeats whatever Redis
+// forgets). The shares are drawn at send, in Go, by the double mean: each is
+// uniform in [1, 2R/n − 1] fen when R fen remain for n shares (so it
+// expects R/n and is below twice the mean), leaving a fen for every share
+// after it; the last takes the remainder, and the sum is the total exactly.
+// Redis' math.random is never used (it restarts from a fixed seed).
+// Measured over 100,000 packets of 100 yuan for 10: every grab position
+// expects 10 yuan, while the spread grows with the position (standard
+// deviation about 5.8 yuan for the first grab, 7.6 for the last two): late
+// grabbers see both the smallest and the largest shares more often.
+//
+// Money conservation holds at every moment: sender debits = Σ claims in
+// the ledgers + refunds + what open packets still hold (Audit adds it up).
+//
+// # Opening
+//
+// Grab is a cheap read that sheds the crowd (expired, empty, claimed, not
+// the recipient). Open is one atomic Lua call on the packet's keys, which
+// share a bucket's hash tag with that bucket's outbox stream: it pops the
+// next share, records the claim, and appends the claim message — or, for a
+// user who holds a share already, returns it and changes nothing, so a
+// client retry after a lost reply is harmless. OpenMany puts the opens of
+// one bucket into one call and pipelines all calls.
+//
+// # Persistence
+//
+// An outbox.Relay publishes the claim messages (keyed by packet); Handle
+// consumes them: in the packet's shard it inserts the claim (unique on
+// packet and user, and on packet and share) and adds it to the packet's
+// totals, guarded so claims never exceed the total or land on a refunded
+// packet; then in the receiver's shard it inserts the received row (unique
+// on user and packet) and credits the wallet. Redeliveries, replays and
+// a relay killed between the ack and the delete credit nothing twice.
+//
+// # Refunds
+//
+// After Expiry (24h) the packet refuses opens. Refund computes the rest
+// from the SQL ledger (total − Σ claims), behind a unique refund row, with
+// the sender's credit in the same transaction — but only past a fence: the
+// count of claims Redis accepted must equal the count SQL holds (the relay
+// and consumer caught up). RefundDue runs it for every due packet.
+//
+// # What a Redis failover or restart can lose
+//
+// Redis holds the live packets. A failover to a replica that missed the
+// last writes, or a restart that lost them (AOF everysec: up to a second),
+// loses those claims together with their outbox messages: those users were
+// told a share that was never recorded, and the shares return to the
+// packet — no money is created or lost, and the remainder is refunded. A
+// packet whose whole state is gone is refunded from the ledger once
+// LostStateGrace has passed after its expiry; a repeated Send reopens it
+// from SQL. Claims that reach SQL but cannot be taken (the share already
+// went to another user after the loss) are ErrLateClaim, poison, for a
+// person to settle.
+//
+// # Views and storage
+//
+// Detail shows a packet's claims and the luckiest one; Sent and Received
+// page through a user's history by cursor, each one table in the user's
+// shard. Archive moves refunded packets past a retention to archive tables
+// in small batches; reads look in both.
+//
+// Databases: MySQL 8 / MariaDB 10.6+ ("mysql") or SQLite ("sqlite"); the
+// package links neither driver. A Service is safe for concurrent use.
+package redpacket
