@@ -5,7 +5,8 @@
 --         "u:<user>" → fen), KEYS[2] its list of shares not yet taken; both
 --         under one bucket tag
 -- ARGV[1] expiry (Unix ms)   ARGV[2] the only recipient, or ''
--- ARGV[3] when the keys go (Unix ms)
+-- ARGV[3] how long the keys live (ms; relative, so the caller's clock and
+--         the server's need not agree)
 -- ARGV[4] claims so far   ARGV[5] fen claimed so far
 -- ARGV[6] n, the shares not yet taken, in draw order, as "<index>:<fen>":
 --         ARGV[7 .. 6+n]
@@ -15,6 +16,6 @@ redis.call('HSET', KEYS[1], 'expires', ARGV[1], 'recipient', ARGV[2], 'claimed',
 local n = tonumber(ARGV[6])
 if n > 0 then redis.call('RPUSH', KEYS[2], unpack(ARGV, 7, 6 + n)) end
 if #ARGV > 6 + n then redis.call('HSET', KEYS[1], unpack(ARGV, 7 + n)) end
-redis.call('PEXPIREAT', KEYS[1], ARGV[3])
-redis.call('PEXPIREAT', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1

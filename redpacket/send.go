@@ -202,9 +202,9 @@ func (s *Service) open(ctx context.Context, p Packet) error {
 		amount += c.Amount
 	}
 	state, list := s.packetKeys(p.ID)
-	// The state outlives the expiry by the grace, so Refund can read the
-	// fence from it.
-	keep := time.UnixMilli(p.ExpiresAt).Add(s.cfg.LostStateGrace + 24*time.Hour).UnixMilli()
+	// The state outlives the expiry by the grace and a day, so Refund can
+	// read the fence from it.
+	keep := max(1, time.UnixMilli(p.ExpiresAt).Add(s.cfg.LostStateGrace+24*time.Hour).Sub(s.cfg.Now()).Milliseconds())
 	var left []any // "<draw index>:<fen>", so a claim records which share it took
 	for i, v := range shares {
 		if !taken[i+1] {
