@@ -35,6 +35,7 @@ func measurements() []Measurement {
 		withBaseline(httpRedirects("shortlink.redirect", "redirects (handler over loopback)", false), "http.bare"),
 		withBaseline(shortlinkResolve("shortlink.resolve.redis", "resolves (Redis hit)", "redis"), "redis.set"),
 		orderCreate(),
+		withBaseline(redpacketOpen(), "redis.set"),
 	}
 }
 
