@@ -42,10 +42,11 @@ func ParseStatement(r io.Reader) ([]StatementLine, error) {
 		if err == io.EOF {
 			return out, nil
 		}
-		line, _ := cr.FieldPos(0)
 		if err != nil {
 			return nil, fmt.Errorf("%w: statement: %w", ErrInvalid, err)
 		}
+		line, _ := cr.FieldPos(0) // only valid after a successful Read
+
 		if rec[3] != "SUCCESS" {
 			continue
 		}
