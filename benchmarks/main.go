@@ -20,41 +20,107 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
+	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
-	var (
-		asJSON   = flag.Bool("json", false, "print the plan as JSON on stdout")
-		duration = flag.Duration("duration", time.Second, "how long each measurement runs")
-		redisArg = flag.String("redis", os.Getenv("CASEBOOK_REDIS_ADDR"), "Redis host:port (default: a spawned redis-server, else miniredis)")
-		mysqlArg = flag.String("mysql", os.Getenv("CASEBOOK_MYSQL_DSN"), "MySQL/MariaDB DSN; a scratch database is created and dropped (default: SQLite)")
-	)
-	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
 
+// quiet drops go-redis' own log lines (connection pool retries), which
+// would bury the harness' one message per failure.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// run is the harness: 0 when every measurement ran, 1 when one failed or
+// the run was interrupted (each said once on stderr), 2 for bad arguments.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("benchmarks", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the plan as JSON on stdout")
+	duration := fs.Duration("duration", time.Second, "how long each measurement runs (10ms..10m)")
+	redisArg := fs.String("redis", os.Getenv("CASEBOOK_REDIS_ADDR"), "Redis host:port (default: a spawned redis-server, else miniredis)")
+	mysqlArg := fs.String("mysql", os.Getenv("CASEBOOK_MYSQL_DSN"), "MySQL/MariaDB DSN; scratch databases are created and dropped (default: SQLite)")
+	allowEmbedded := fs.Bool("allow-embedded", false, "size machines from measurements made on embedded stand-ins (miniredis, SQLite) too")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "benchmarks: unexpected arguments %q (flags only; see -h)\n", fs.Args())
+		return 2
+	case *duration < 10*time.Millisecond || *duration > 10*time.Minute:
+		fmt.Fprintf(stderr, "benchmarks: -duration %v is outside 10ms..10m\n", *duration)
+		return 2
+	}
+	redis.SetLogger(quiet{})
+
+	ms := measurements()
+	fmt.Fprintf(stderr, "casebook capacity harness: %d measurements, %v each; opening backends (Redis %s, SQL %s)…\n",
+		len(ms), *duration, orDefault(*redisArg, "spawned or embedded"), orDefault(redactDSN(*mysqlArg), "SQLite"))
 	env := &Env{RedisAddr: *redisArg, MySQLDSN: *mysqlArg}
 	defer env.Close()
-	results := measureAll(ctx, env, measurements(), *duration, newProgress(os.Stderr))
-	plan := makePlan(Scenarios(), results)
+	results := measureAll(ctx, env, ms, *duration, newProgress(stderr))
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "benchmarks: interrupted; no plan")
+		return 1
+	}
+	plan := makePlan(Scenarios(), results, *allowEmbedded)
 	var err error
 	if *asJSON {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(plan)
 	} else {
-		err = plan.WriteText(os.Stdout)
+		err = plan.WriteText(stdout)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "benchmarks:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "benchmarks:", err)
+		return 1
 	}
+	var failed []string
+	for _, r := range results {
+		if r.Err != "" {
+			failed = append(failed, r.Name+": "+r.Err)
+		}
+	}
+	if len(failed) > 0 {
+		fmt.Fprintf(stderr, "benchmarks: %d of %d measurements failed:\n  %s\n", len(failed), len(results), strings.Join(failed, "\n  "))
+		return 1
+	}
+	return 0
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// redactDSN hides a password in a DSN for the progress line.
+func redactDSN(dsn string) string {
+	user, rest, ok := strings.Cut(dsn, "@")
+	if name, _, hasPass := strings.Cut(user, ":"); ok && hasPass {
+		return name + ":***@" + rest
+	}
+	return dsn
 }
 
 func measureAll(ctx context.Context, env *Env, ms []Measurement, d time.Duration, p *progress) []Result {
 	var out []Result
 	for i, m := range ms {
+		if ctx.Err() != nil {
+			break
+		}
 		p.start(i+1, len(ms), m.Name)
 		r := m.Run(ctx, env, d, p.update)
 		p.done(r)
@@ -71,7 +137,11 @@ type progress struct {
 	label string
 }
 
-func newProgress(f *os.File) *progress {
+func newProgress(w io.Writer) *progress {
+	f, ok := w.(*os.File)
+	if !ok {
+		return &progress{w: w}
+	}
 	st, err := f.Stat()
 	return &progress{w: f, tty: err == nil && st.Mode()&os.ModeCharDevice != 0}
 }

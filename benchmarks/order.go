@@ -17,26 +17,15 @@ import (
 // into CreateBatch calls of up to 200 the way a Kafka consumer hands over a
 // batch of messages: many callers wait, two flushers write.
 func orderCreate() Measurement {
-	return Measurement{Name: "order.create", Unit: "orders (batched, 8 × 8 tables)", Setup: func(ctx context.Context, env *Env) (Prepared, error) {
+	return Measurement{Name: "order.create", Unit: "orders (batched, 8 × 8 tables)", SQLBound: true, Setup: func(ctx context.Context, env *Env) (Prepared, error) {
 		r, err := env.Redis(ctx)
 		if err != nil {
 			return Prepared{}, err
 		}
-		v, err := env.Fixture("sql×8", func() (any, func(), error) {
-			sqls, err := devstack.Env{MySQLDSN: env.MySQLDSN}.OpenSQLs(ctx, "casebook_bench", 8)
-			if err != nil {
-				return nil, nil, err
-			}
-			return sqls, func() {
-				for _, s := range sqls {
-					s.Close()
-				}
-			}, nil
-		})
+		sqls, err := env.SQLs(ctx)
 		if err != nil {
 			return Prepared{}, err
 		}
-		sqls := v.([]*devstack.SQL)
 		dbs := make([]*sqlx.DB, len(sqls))
 		for i, s := range sqls {
 			dbs[i] = s.DB

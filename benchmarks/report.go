@@ -29,7 +29,9 @@ type PlanSizing struct {
 	Note     string  `json:"note,omitempty"`
 }
 
-func makePlan(scenarios []Scenario, results []Result) Plan {
+// makePlan sizes every scenario against the measurements; a measurement
+// made on an embedded stand-in sizes nothing unless allowEmbedded.
+func makePlan(scenarios []Scenario, results []Result, allowEmbedded bool) Plan {
 	byName := map[string]Result{}
 	for _, r := range results {
 		byName[r.Name] = r
@@ -45,6 +47,9 @@ func makePlan(scenarios []Scenario, results []Result) Plan {
 				a.Note = "not measured: block not built yet"
 			case r.Err != "":
 				a.Note = "measurement failed: " + r.Err
+			case r.Fallback && !allowEmbedded:
+				a.Measured = r.PerSec
+				a.Note = "not sized: measured on an embedded stand-in (miniredis/SQLite); name real servers or pass -allow-embedded"
 			default:
 				a.Measured = r.PerSec
 				a.Machines, _ = Machines(z.Peak, r.PerSec)
@@ -72,7 +77,11 @@ func (p Plan) WriteText(w io.Writer) error {
 		if b, ok := byName[r.Baseline]; ok && b.PerSec > 0 && r.Err == "" {
 			unit += fmt.Sprintf(" = %.0f%% of %s", 100*r.PerSec/b.PerSec, b.Name)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, v, unit, r.Backend)
+		backend := r.Backend
+		if r.Fallback {
+			backend += " (embedded stand-in)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, v, unit, backend)
 	}
 	fmt.Fprintln(tw)
 	flagged := 0

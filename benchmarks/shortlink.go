@@ -75,7 +75,7 @@ func shortlinkSetup(ctx context.Context, env *Env) (*shortlinkFixture, error) {
 
 // shortlinkResolve measures Resolve on one of its three paths.
 func shortlinkResolve(name, unit, path string) Measurement {
-	return Measurement{Name: name, Unit: unit, Setup: func(ctx context.Context, env *Env) (Prepared, error) {
+	return Measurement{Name: name, Unit: unit, SQLBound: path == "sql", Setup: func(ctx context.Context, env *Env) (Prepared, error) {
 		f, err := shortlinkSetup(ctx, env)
 		if err != nil {
 			return Prepared{}, err

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// Bad arguments exit 2 and say why, before any backend is opened.
+func TestBadArguments(t *testing.T) {
+	for _, args := range [][]string{
+		{"-duration", "0"}, {"-duration", "-1s"}, {"-duration", "11m"}, {"-duration", "soon"},
+		{"extra"}, {"-json", "plan.json"}, {"-nope"},
+	} {
+		var out, errs bytes.Buffer
+		if code := run(context.Background(), args, &out, &errs); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+		if errs.Len() == 0 || strings.Contains(errs.String(), "opening backends") {
+			t.Errorf("%q: stderr %q", args, errs.String())
+		}
+	}
+}
+
+// An unreachable Redis fails its measurements: exit 1, each failure said
+// once, no go-redis pool noise, the plan still printed with notes.
+func TestUnreachableBackendFails(t *testing.T) {
+	var out, errs bytes.Buffer
+	code := run(context.Background(), []string{"-redis", "127.0.0.1:1", "-duration", "10ms", "-json"}, &out, &errs)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr: %s", code, errs.String())
+	}
+	if !strings.Contains(errs.String(), "measurements failed") || strings.Contains(errs.String(), "redis: ") && strings.Count(errs.String(), "connection refused") > 40 {
+		t.Fatalf("stderr: %s", errs.String())
+	}
+	var plan Plan
+	if err := json.Unmarshal(out.Bytes(), &plan); err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, r := range plan.Measurements {
+		if r.Err != "" {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no measurement failed on an unreachable Redis")
+	}
+}
+
+// An interrupted run exits 1 with no plan.
+func TestInterruptedRunFails(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errs bytes.Buffer
+	if code := run(ctx, []string{"-duration", "10ms"}, &out, &errs); code != 1 || out.Len() != 0 || !strings.Contains(errs.String(), "interrupted") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errs.String())
+	}
+}
+
+// Measurements made on embedded stand-ins size nothing unless allowed.
+func TestEmbeddedFallbackNotSized(t *testing.T) {
+	results := []Result{{Name: "rank.add", PerSec: 1e5, Fallback: true}}
+	s := []Scenario{{Name: "x", Sizings: []Sizing{{What: "w", Peak: 2e5, Measurement: "rank.add"}}}}
+	if m := makePlan(s, results, false).Scenarios[0].Machines[0]; m.Machines != 0 || !strings.Contains(m.Note, "embedded") {
+		t.Fatalf("fallback sized: %+v", m)
+	}
+	if m := makePlan(s, results, true).Scenarios[0].Machines[0]; m.Machines != 2 {
+		t.Fatalf("-allow-embedded: %+v", m)
+	}
+}
