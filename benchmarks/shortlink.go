@@ -30,6 +30,13 @@ type shortlinkFixture struct {
 // shortlinkSetup builds the shortlink services once for all its
 // measurements: 256 tables on the chosen SQL, the chosen Redis, seeded links.
 func shortlinkSetup(ctx context.Context, env *Env) (*shortlinkFixture, error) {
+	// Asked every time, so each measurement records the backends it is on.
+	if _, err := env.Redis(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := env.SQL(ctx); err != nil {
+		return nil, err
+	}
 	v, err := env.Fixture("shortlink", func() (any, func(), error) {
 		r, err := env.Redis(ctx)
 		if err != nil {
