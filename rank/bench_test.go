@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/rank"
 )
@@ -155,4 +157,47 @@ func populated(b *testing.B, r *testenv.Redis, name string, shards, members int)
 		}
 	}
 	return board
+}
+
+// BenchmarkRankVsPodium: a member's rank and score, side by side in one
+// run, 16 callers: podium's command sequence on a plain sorted set (ZREVRANK
+// and ZSCORE, pipelined), a one-shard board, a 64-shard board.
+// Interleave rounds with -count and compare with benchstat.
+func BenchmarkRankVsPodium(b *testing.B) {
+	ctx := context.Background()
+	r := testenv.NewRedis(b)
+	const members = 50000
+	one := populated(b, r, "vs1", 1, members)
+	many := populated(b, r, "vs64", 64, members)
+	raw := r.Namespace + ":podium"
+	for i := 0; i < members; i += 1000 {
+		var zs []redis.Z
+		for j := i; j < i+1000; j++ {
+			zs = append(zs, redis.Z{Score: float64(j * 7919 % 100000), Member: "p" + strconv.Itoa(j)})
+		}
+		r.Client.ZAdd(ctx, raw, zs...)
+	}
+	run := func(name string, op func(member string) error) {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(8)
+			var n atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := op("p" + strconv.FormatInt(n.Add(7919)%members, 10)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+	run("podium", func(m string) error {
+		pipe := r.Client.Pipeline()
+		pipe.ZRevRank(ctx, raw, m)
+		pipe.ZScore(ctx, raw, m)
+		_, err := pipe.Exec(ctx)
+		return err
+	})
+	run("board-1", func(m string) error { _, err := one.Rank(ctx, m); return err })
+	run("board-64", func(m string) error { _, err := many.Rank(ctx, m); return err })
 }
