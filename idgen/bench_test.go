@@ -2,6 +2,8 @@ package idgen_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/bwmarrin/snowflake"
@@ -37,33 +39,43 @@ func BenchmarkSnowflakeRaw(b *testing.B) {
 	}
 }
 
-// BenchmarkSegmentNext runs against a Redis source; in the steady state Next
-// does no I/O, so the backend only matters once per Step ids.
+// BenchmarkSegmentNext: Next against a Redis source, from a starting step
+// of 1,000 (which the dynamic step grows) and of 1,000,000, beside a bare
+// atomic add in the same run. In the steady state Next does no I/O.
 func BenchmarkSegmentNext(b *testing.B) {
 	ctx := context.Background()
 	r := testenv.NewRedis(b)
-	seg, err := idgen.NewSegment(ctx, idgen.NewRedisSource(r.Client, r.Namespace), idgen.SegmentConfig{Tag: "bench", Step: 1_000_000})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Run("serial", func(b *testing.B) {
-		b.ReportAllocs()
+	var counter atomic.Int64
+	b.Run("atomic-add", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := seg.Next(ctx); err != nil {
-				b.Fatal(err)
-			}
+			counter.Add(1)
 		}
 	})
-	b.Run("parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
+	for _, step := range []int64{1000, 1_000_000} {
+		seg, err := idgen.NewSegment(ctx, idgen.NewRedisSource(r.Client, r.Namespace), idgen.SegmentConfig{Tag: fmt.Sprint("bench", step), Step: step})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("step-%d", step), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
 				if _, err := seg.Next(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
-	})
+		b.Run(fmt.Sprintf("step-%d-parallel", step), func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := seg.Next(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+		seg.Close()
+	}
 }
 
 func BenchmarkShortCode(b *testing.B) {

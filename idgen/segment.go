@@ -21,10 +21,20 @@ type Source interface {
 type SegmentConfig struct {
 	// Tag names the counter ("order", "shortlink"); each tag counts alone.
 	Tag string
-	// Step is how many ids one lease holds. Size it to a few minutes of
-	// peak demand: a crash loses at most two leases' unused ids, and the
-	// source is hit peak/Step times a second. Default 10,000.
+	// Step is how many ids the first lease holds, and the smallest step.
+	// Default 10,000.
 	Step int64
+	// MaxStep bounds the step, which adapts as in Meituan's Leaf: a lease
+	// used up in less than LeaseTarget makes the next one twice as large, one
+	// that lasted over twice LeaseTarget half as large, so a lease lasts about
+	// LeaseTarget whatever the demand and the background prefetch always has
+	// time to finish. A crash loses at most two leases' unused ids. Default
+	// 1,000,000; set it to Step for a fixed step.
+	MaxStep int64
+	// LeaseTarget is how long a lease should last. Default 15 minutes.
+	LeaseTarget time.Duration
+	// Now is the clock the step adapts by. Default time.Now.
+	Now func() time.Time
 	// PrefetchAt is the used share of a lease at which the next lease is
 	// fetched in the background. Default 0.1, as in Meituan's Leaf.
 	PrefetchAt float64
@@ -43,6 +53,9 @@ type Segment struct {
 
 	cur    atomic.Pointer[lease]
 	closed atomic.Bool // set under mu
+
+	step      atomic.Int64 // the next lease's size
+	lastFetch atomic.Int64 // when the current lease was fetched (Unix ns)
 
 	mu          sync.Mutex
 	next        *lease             // prefetched, waiting
@@ -69,6 +82,15 @@ func NewSegment(ctx context.Context, src Source, cfg SegmentConfig) (*Segment, e
 	if cfg.Step == 0 {
 		cfg.Step = 10000
 	}
+	if cfg.MaxStep == 0 {
+		cfg.MaxStep = max(cfg.Step, 1_000_000)
+	}
+	if cfg.LeaseTarget == 0 {
+		cfg.LeaseTarget = 15 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.PrefetchAt == 0 {
 		cfg.PrefetchAt = 0.1
 	}
@@ -80,12 +102,15 @@ func NewSegment(ctx context.Context, src Source, cfg SegmentConfig) (*Segment, e
 		return nil, fmt.Errorf("%w: nil source", ErrSegmentConfig)
 	case cfg.Tag == "":
 		return nil, fmt.Errorf("%w: empty tag", ErrSegmentConfig)
-	case cfg.Step < 1:
-		return nil, fmt.Errorf("%w: step %d < 1", ErrSegmentConfig, cfg.Step)
+	case cfg.Step < 1 || cfg.MaxStep < cfg.Step:
+		return nil, fmt.Errorf("%w: step %d, max step %d (1 ≤ step ≤ max)", ErrSegmentConfig, cfg.Step, cfg.MaxStep)
+	case cfg.LeaseTarget < 0:
+		return nil, fmt.Errorf("%w: negative lease target", ErrSegmentConfig)
 	case cfg.PrefetchAt <= 0 || cfg.PrefetchAt >= 1:
 		return nil, fmt.Errorf("%w: prefetch share %v outside (0, 1)", ErrSegmentConfig, cfg.PrefetchAt)
 	}
 	s := &Segment{src: src, cfg: cfg}
+	s.step.Store(cfg.Step)
 	l, err := s.fetch(ctx)
 	if err != nil {
 		return nil, err
@@ -191,13 +216,34 @@ func (s *Segment) advance(ctx context.Context, old *lease) error {
 }
 
 func (s *Segment) fetch(ctx context.Context) (*lease, error) {
-	last, err := s.src.Lease(ctx, s.cfg.Tag, s.cfg.Step)
+	step := s.nextStep(s.cfg.Now())
+	last, err := s.src.Lease(ctx, s.cfg.Tag, step)
 	if err != nil {
 		return nil, fmt.Errorf("idgen: lease %q: %w", s.cfg.Tag, err)
 	}
+	s.lastFetch.Store(s.cfg.Now().UnixNano())
 	l := &lease{end: last + 1}
-	first := last - s.cfg.Step + 1
+	first := last - step + 1
 	l.next.Store(first)
-	l.prefetchAt = first + int64(float64(s.cfg.Step)*s.cfg.PrefetchAt)
+	l.prefetchAt = first + int64(float64(step)*s.cfg.PrefetchAt)
 	return l, nil
 }
+
+// nextStep sizes the next lease from how long the current one lasted.
+func (s *Segment) nextStep(now time.Time) int64 {
+	step := s.step.Load()
+	if prev := s.lastFetch.Load(); prev != 0 {
+		switch lasted := now.Sub(time.Unix(0, prev)); {
+		case lasted < s.cfg.LeaseTarget:
+			step = min(2*step, s.cfg.MaxStep)
+		case lasted > 2*s.cfg.LeaseTarget:
+			step = max(step/2, s.cfg.Step)
+		}
+		s.step.Store(step)
+	}
+	return step
+}
+
+// Step returns the size the next lease will have (before it adapts to how
+// long the current one lasts).
+func (s *Segment) Step() int64 { return s.step.Load() }

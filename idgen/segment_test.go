@@ -65,7 +65,7 @@ func TestSegmentNoDuplicateAcrossAllocators(t *testing.T) {
 			var wg sync.WaitGroup
 			var issued atomic.Int64
 			for range allocators {
-				seg, err := idgen.NewSegment(ctx, src, idgen.SegmentConfig{Tag: tag, Step: step})
+				seg, err := idgen.NewSegment(ctx, src, idgen.SegmentConfig{Tag: tag, Step: step, MaxStep: step})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -331,4 +331,63 @@ func TestSegmentCloseStopsPrefetch(t *testing.T) {
 		t.Fatalf("Next after Close: %v, want ErrClosed", err)
 	}
 	seg.Close()
+}
+
+// stepSource records the steps it was asked for.
+type stepSource struct {
+	mu    sync.Mutex
+	last  int64
+	steps []int64
+}
+
+func (s *stepSource) Lease(_ context.Context, _ string, step int64) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last += step
+	s.steps = append(s.steps, step)
+	return s.last, nil
+}
+
+// The step adapts as in Leaf: doubling while a lease lasts less than the
+// target (up to MaxStep), halving when one lasted over twice the target
+// (down to Step), unchanged in between.
+func TestSegmentDynamicStep(t *testing.T) {
+	ctx := context.Background()
+	clk := testenv.NewClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	src := &stepSource{}
+	seg, err := idgen.NewSegment(ctx, src, idgen.SegmentConfig{Tag: "t", Step: 10, MaxStep: 40, LeaseTarget: 15 * time.Minute, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seg.Close()
+	leases := func() int {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return len(src.steps)
+	}
+	use := func(after time.Duration) { // `after` from the last fetch, take ids until the next lease is fetched
+		t.Helper()
+		clk.Add(after)
+		want := leases() + 1
+		for leases() < want {
+			if _, err := seg.Next(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	use(time.Minute)      // fast: 20
+	use(time.Minute)      // fast: 40
+	use(time.Minute)      // fast, capped: 40
+	use(20 * time.Minute) // within [target, 2 target]: 40
+	use(time.Hour)        // slow: 20
+	use(time.Hour)        // slow: 10
+	use(time.Hour)        // slow, floored: 10
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if fmt.Sprint(src.steps) != "[10 20 40 40 40 20 10 10]" {
+		t.Fatalf("steps %v", src.steps)
+	}
+	if _, err := idgen.NewSegment(ctx, src, idgen.SegmentConfig{Tag: "t", Step: 10, MaxStep: 5}); !errors.Is(err, idgen.ErrSegmentConfig) {
+		t.Fatalf("MaxStep below Step: %v", err)
+	}
 }
