@@ -3,6 +3,8 @@ package order_test
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"crypto/rsa"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -306,3 +308,77 @@ func httpBody(s string) *readCloser { return &readCloser{bytes.NewReader([]byte(
 type readCloser struct{ *bytes.Reader }
 
 func (readCloser) Close() error { return nil }
+
+// fakeChannel knows some collections whose callbacks never arrived.
+type fakeChannel map[int64]order.Callback
+
+func (c fakeChannel) Query(_ context.Context, payNo int64) (order.Callback, bool, error) {
+	cb, ok := c[payNo]
+	return cb, ok, nil
+}
+
+// Lost callbacks are recovered by asking the channel before the deadline:
+// the collected order is paid, the uncollected one closes at its deadline.
+func TestRecoverPaymentsByQuery(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, order.Config{PayTimeout: 30 * time.Minute})
+	f.sku("s", 100, 10)
+	paid := f.create("u1", "r", order.Line{SKU: "s", Qty: 1})
+	unpaid := f.create("u2", "r", order.Line{SKU: "s", Qty: 1})
+	p1, _ := f.s.StartPayment(ctx, paid.ID, "wechat")
+	f.s.StartPayment(ctx, unpaid.ID, "wechat")
+	ch := fakeChannel{p1.PayNo: {PayNo: p1.PayNo, GatewayTxn: "wx-lost", Amount: p1.Amount, Currency: p1.Currency, Success: true}}
+	if n, err := f.s.RecoverPayments(ctx, ch, 5*time.Minute, 100); err != nil || n != 0 {
+		t.Fatalf("25 min early: recovered %d, %v", n, err)
+	}
+	f.clk.Add(26 * time.Minute)
+	for range 2 {
+		if n, err := f.s.RecoverPayments(ctx, ch, 5*time.Minute, 100); err != nil || n > 1 {
+			t.Fatalf("recovered %d, %v", n, err)
+		}
+	}
+	if got := f.get(paid.ID); got.Status != order.Paid || got.PayNo != p1.PayNo {
+		t.Fatalf("the collected order: %+v", got)
+	}
+	f.clk.Add(5 * time.Minute)
+	f.s.Sweep(ctx, 100)
+	if got := f.get(unpaid.ID); got.Status != order.Closed {
+		t.Fatalf("the uncollected order: %s", got.Status)
+	}
+}
+
+// RSA-signed callbacks: the right key passes; a wrong key, a tampered body
+// or an old timestamp is refused.
+func TestRSAVerifier(t *testing.T) {
+	key, err := rsa.GenerateKey(crand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := rsa.GenerateKey(crand.Reader, 2048)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	v := order.RSAVerifier{Key: &key.PublicKey, Now: func() time.Time { return now }}
+	body := []byte(`{"pay_no":1}`)
+	header := func(k *rsa.PrivateKey, b []byte, at time.Time) http.Header {
+		ts, sig, err := order.SignRSA(k, b, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return http.Header{order.HeaderTimestamp: {ts}, order.HeaderSignature: {sig}}
+	}
+	if err := v.Verify(header(key, body, now), body); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		h    http.Header
+		body []byte
+	}{
+		"wrong key": {header(other, body, now), body},
+		"tampered":  {header(key, body, now), []byte(`{"pay_no":2}`)},
+		"stale":     {header(key, body, now.Add(-time.Hour)), body},
+		"unsigned":  {http.Header{}, body},
+	} {
+		if err := v.Verify(c.h, c.body); !errors.Is(err, order.ErrSignature) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/casebook-dev/casebook/shard"
+)
+
+// Channel is the part of a payment channel's API that recovery needs: what
+// the channel knows of one payment attempt. found is false when the channel
+// has no collection for it (yet).
+type Channel interface {
+	Query(ctx context.Context, payNo int64) (cb Callback, found bool, err error)
+}
+
+// RecoverPayments is the answer to lost callbacks: it asks ch about every
+// payment attempt still waiting for its callback whose order closes within
+// `within` (or is already past its deadline), and applies what the channel
+// says through HandleCallback — idempotent, so a callback arriving at the
+// same time changes nothing twice. It returns how many attempts it
+// resolved. Run it every few minutes, and once more before closing a batch
+// of orders.
+func (s *Service) RecoverPayments(ctx context.Context, ch Channel, within time.Duration, batch int) (int, error) {
+	if batch < 1 || within < 0 {
+		return 0, fmt.Errorf("%w: batch %d, within %v", ErrInvalid, batch, within)
+	}
+	horizon := ms(s.cfg.Now().Add(within))
+	resolved := 0
+	parts, err := shard.Gather(ctx, s.orders.All(), 16, func(ctx context.Context, sh shard.Shard) ([]Payment, error) {
+		var ps []Payment
+		err := sh.DB.SelectContext(ctx, &ps, `SELECT p.pay_no, p.order_id, p.channel, p.amount, p.currency, p.status, COALESCE(p.gateway_txn, '') AS gateway_txn, p.created_at, p.paid_at
+			FROM `+sibling(sh, "payments")+` p JOIN `+sh.Table+` o ON o.id = p.order_id
+			WHERE p.status = ? AND o.status = ? AND o.pay_deadline <= ? LIMIT ?`, PaymentCreated, string(Pending), horizon, batch)
+		return ps, err
+	}, func(a, b Payment) bool { return a.PayNo < b.PayNo }, 0)
+	if err != nil {
+		return 0, fmt.Errorf("order: recover payments: %w", err)
+	}
+	for _, p := range parts {
+		cb, found, err := ch.Query(ctx, p.PayNo)
+		if err != nil {
+			return resolved, fmt.Errorf("order: query channel for %d: %w", p.PayNo, err)
+		}
+		if !found {
+			continue
+		}
+		if _, err := s.HandleCallback(ctx, cb); err != nil && !errors.Is(err, ErrCallback) {
+			return resolved, err
+		}
+		resolved++
+	}
+	return resolved, nil
+}
