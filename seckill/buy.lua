@@ -8,9 +8,9 @@
 -- nothing changed); or "H" (this bucket is empty: the quota is now held for
 -- the buyer, who must take the stock from another bucket or give it back).
 -- The batch is decided in order in Lua tables and written with one command
--- per key, and one outbox entry carries all its orders: that is what lets one
--- call decide hundreds of buyers.
-local limit, deadline, campaign, bucket = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
+-- per key, and one outbox entry (an order message, see message.go) carries all
+-- its orders: that is what lets one call decide hundreds of buyers.
+local limit, deadline, campaign, bucket = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local users, qtys = {}, {}
 for i = 5, #ARGV, 2 do
   users[#users + 1] = ARGV[i]
@@ -39,7 +39,7 @@ for n = 1, #users do
       res[#res + 1] = user .. '|' .. qty .. '|' .. bucket
       due[#due + 1] = deadline
       due[#due + 1] = id
-      orders[#orders + 1] = id .. '|' .. user .. '|' .. qty
+      orders[#orders + 1] = {id = id, user = user, qty = qty, pay_by = deadline}
       out[n] = id
     else
       out[n] = 'H'
@@ -60,6 +60,6 @@ if taken > 0 then
   redis.call('SET', KEYS[6], seq)
   redis.call('HSET', KEYS[3], unpack(res))
   redis.call('ZADD', KEYS[4], unpack(due))
-  redis.call('XADD', KEYS[5], '*', 'k', campaign, 'v', cjson.encode({v = 1, campaign = campaign, orders = table.concat(orders, ';')}))
+  redis.call('XADD', KEYS[5], '*', 'k', campaign, 'v', cjson.encode({v = 1, campaign = campaign, orders = orders}))
 end
 return out

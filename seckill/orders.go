@@ -3,7 +3,6 @@ package seckill
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -23,86 +22,59 @@ const (
 	Rejected = "rejected" // Redis sold a unit SQL did not have (Redis lost state)
 )
 
-// OrderEvent is one reservation to record as an order.
-type OrderEvent struct {
-	ID       string
-	Campaign string
-	User     string
-	Qty      int64
-}
-
-// outboxEntry is what the buy scripts append: a campaign and its orders as
-// "id|user|qty;id|user|qty…", one entry per decided batch.
-type outboxEntry struct {
-	V        int    `json:"v"`
-	Campaign string `json:"campaign"`
-	Orders   string `json:"orders"`
-}
-
-func (e outboxEntry) events() ([]OrderEvent, error) {
-	var out []OrderEvent
-	for _, o := range strings.Split(e.Orders, ";") {
-		f := strings.Split(o, "|")
-		if len(f) != 3 {
-			return nil, fmt.Errorf("seckill: malformed order %q", o)
-		}
-		qty, err := strconv.ParseInt(f[2], 10, 64)
-		if err != nil || qty < 1 || f[0] == "" {
-			return nil, fmt.Errorf("seckill: malformed order %q", o)
-		}
-		out = append(out, OrderEvent{ID: f[0], Campaign: e.Campaign, User: f[1], Qty: qty})
-	}
-	return out, nil
-}
-
-// HandleOrder is the Kafka consumer of order events: for each order in the
-// message it creates the order row and makes the final deduction in SQL, in
-// one transaction, guarded by "n >= qty" — so SQL never records more units
-// sold than the SKU has, even if Redis lost its state and sold too many
-// (those orders are Rejected). A redelivered message finds its rows and
-// changes nothing.
+// HandleOrder is the Kafka consumer of order messages (see OrderMessage):
+// for each order in the message it creates the order row and makes the final
+// deduction in SQL, in one transaction, guarded by "n >= qty" — so SQL never
+// records more units sold than the SKU has, even if Redis lost its state and
+// sold too many (those orders are Rejected). A redelivered message finds its
+// rows and changes nothing. A malformed message, or one for a campaign SQL
+// does not know, is ErrBadMessage and outbox.ErrPoison.
 func (s *Service) HandleOrder(ctx context.Context, _, value []byte) error {
-	var e outboxEntry
-	if err := json.Unmarshal(value, &e); err != nil || e.V != 1 {
-		return outbox.Poison(fmt.Errorf("seckill: malformed order message %q: %v", value, err))
-	}
-	events, err := e.events()
+	m, err := DecodeOrderMessage(value)
 	if err != nil {
 		return outbox.Poison(err)
 	}
-	for _, ev := range events {
-		if err := s.CreateOrder(ctx, ev); err != nil {
+	c, err := s.Campaign(ctx, m.Campaign)
+	if errors.Is(err, ErrNoCampaign) {
+		return outbox.Poison(fmt.Errorf("%w: %w", ErrBadMessage, err))
+	}
+	if err != nil {
+		return err
+	}
+	for _, o := range m.Orders {
+		if _, b, _, _ := splitID(o.ID); b >= c.Buckets {
+			return outbox.Poison(fmt.Errorf("%w: order %s: campaign %s has %d buckets", ErrBadMessage, o.ID, c.ID, c.Buckets))
+		}
+	}
+	for _, o := range m.Orders {
+		if err := s.createOrder(ctx, c, o); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// CreateOrder records one reservation as an order (see HandleOrder).
-func (s *Service) CreateOrder(ctx context.Context, e OrderEvent) error {
-	c, err := s.Campaign(ctx, e.Campaign)
-	if err != nil {
-		return err
-	}
+// createOrder records one reservation as an order (see HandleOrder).
+func (s *Service) createOrder(ctx context.Context, c Campaign, o Order) error {
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	_, err = tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		e.ID, e.Campaign, e.User, e.Qty, Pending, s.cfg.Now().UnixMilli())
+	_, err = tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, pay_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		o.ID, c.ID, o.User, o.Qty, Pending, o.PayBy.UnixMilli(), s.cfg.Now().UnixMilli())
 	if sqlutil.IsDuplicate(err) {
 		return nil // delivered before, or released before it arrived
 	}
 	if err != nil {
 		return fmt.Errorf("seckill: insert order: %w", err)
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE seckill_stock SET n = n - ? WHERE sku = ? AND n >= ?`, e.Qty, c.SKU, e.Qty)
+	res, err := tx.ExecContext(ctx, `UPDATE seckill_stock SET n = n - ? WHERE sku = ? AND n >= ?`, o.Qty, c.SKU, o.Qty)
 	if err != nil {
 		return fmt.Errorf("seckill: deduct stock: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		if _, err := tx.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ?`, Rejected, e.ID); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ?`, Rejected, o.ID); err != nil {
 			return err
 		}
 	}
@@ -144,21 +116,35 @@ func (s *Service) status(ctx context.Context, id string) (string, error) {
 	return st, err
 }
 
-// parseID splits "<campaign>-<bucket>-<seq>".
+// splitID splits a reservation id "<campaign>-<bucket>-<number>".
+func splitID(id string) (campaign string, bucket int, n int64, err error) {
+	j := strings.LastIndexByte(id, '-')
+	i := -1
+	if j > 0 {
+		i = strings.LastIndexByte(id[:j], '-')
+	}
+	if i <= 0 {
+		return "", 0, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
+	}
+	bucket, err1 := strconv.Atoi(id[i+1 : j])
+	n, err2 := strconv.ParseInt(id[j+1:], 10, 64)
+	if err1 != nil || err2 != nil || bucket < 0 || n < 1 || !idPattern.MatchString(id[:i]) {
+		return "", 0, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
+	}
+	return id[:i], bucket, n, nil
+}
+
+// parseID finds the campaign and bucket of a reservation id.
 func (s *Service) parseID(ctx context.Context, id string) (Campaign, int, error) {
-	parts := strings.Split(id, "-")
-	if len(parts) < 3 {
-		return Campaign{}, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
-	}
-	b, err := strconv.Atoi(parts[len(parts)-2])
-	if err != nil {
-		return Campaign{}, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
-	}
-	c, err := s.Campaign(ctx, strings.Join(parts[:len(parts)-2], "-"))
+	campaign, b, _, err := splitID(id)
 	if err != nil {
 		return Campaign{}, 0, err
 	}
-	if b < 0 || b >= c.Buckets {
+	c, err := s.Campaign(ctx, campaign)
+	if err != nil {
+		return Campaign{}, 0, err
+	}
+	if b >= c.Buckets {
 		return Campaign{}, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
 	}
 	return c, b, nil
@@ -211,12 +197,13 @@ func (s *Service) ReleaseDue(ctx context.Context, c Campaign) (int, error) {
 	now := strconv.FormatInt(s.cfg.Now().UnixMilli(), 10)
 	released := 0
 	for b := range c.Buckets {
-		ids, err := s.rdb.ZRangeByScore(ctx, s.key(c.ID, b, "due"), &redis.ZRangeBy{Min: "-inf", Max: now}).Result()
+		due, err := s.rdb.ZRangeByScoreWithScores(ctx, s.key(c.ID, b, "due"), &redis.ZRangeBy{Min: "-inf", Max: now}).Result()
 		if err != nil {
 			return released, fmt.Errorf("seckill: due of %s/%d: %w", c.ID, b, err)
 		}
-		for _, id := range ids {
-			restock, err := s.decideRelease(ctx, c, b, id)
+		for _, z := range due {
+			id := z.Member.(string)
+			restock, err := s.decideRelease(ctx, c, b, id, int64(z.Score))
 			if err != nil {
 				return released, err
 			}
@@ -232,7 +219,7 @@ func (s *Service) ReleaseDue(ctx context.Context, c Campaign) (int, error) {
 }
 
 // decideRelease settles id in SQL and reports whether its units go back.
-func (s *Service) decideRelease(ctx context.Context, c Campaign, b int, id string) (bool, error) {
+func (s *Service) decideRelease(ctx context.Context, c Campaign, b int, id string, payBy int64) (bool, error) {
 	for range 3 {
 		tx, err := s.db.BeginTxx(ctx, nil)
 		if err != nil {
@@ -269,8 +256,8 @@ func (s *Service) decideRelease(ctx context.Context, c Campaign, b int, id strin
 				tx.Rollback()
 				return false, perr
 			}
-			_, err = tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-				id, c.ID, user, qty, Released, s.cfg.Now().UnixMilli())
+			_, err = tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, pay_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				id, c.ID, user, qty, Released, payBy, s.cfg.Now().UnixMilli())
 			if sqlutil.IsDuplicate(err) {
 				tx.Rollback()
 				continue // the consumer got there first: decide again

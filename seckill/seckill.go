@@ -42,6 +42,9 @@ var (
 	ErrRateLimited  = errors.New("seckill: rate limited")
 	ErrNoCampaign   = errors.New("seckill: no such campaign")
 	ErrInvalid      = errors.New("seckill: invalid input")
+	// ErrBadMessage is a malformed order message; it is also
+	// outbox.ErrPoison, so consumers skip or dead-letter it.
+	ErrBadMessage = errors.New("seckill: bad order message")
 	// ErrNotReady is returned by Pay before the order row exists (the
 	// consumer has not caught up): retry.
 	ErrNotReady = errors.New("seckill: order not recorded yet")
@@ -114,7 +117,7 @@ func (s *Service) Migrate(ctx context.Context) error {
 		`CREATE TABLE IF NOT EXISTS seckill_orders (
 			id ` + sqlutil.BinaryKey(s.db, 96) + ` NOT NULL PRIMARY KEY, campaign ` + id + ` NOT NULL,
 			user_id ` + sqlutil.BinaryKey(s.db, 128) + ` NOT NULL, qty BIGINT NOT NULL,
-			status VARCHAR(16) NOT NULL, created_at BIGINT NOT NULL)`,
+			status VARCHAR(16) NOT NULL, pay_by BIGINT NOT NULL, created_at BIGINT NOT NULL)`,
 	} {
 		if _, err := s.db.ExecContext(ctx, ddl); err != nil {
 			return fmt.Errorf("seckill: migrate: %w", err)

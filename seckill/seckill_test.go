@@ -454,3 +454,65 @@ func TestRedisRestartMidSale(t *testing.T) {
 	}
 	t.Logf("sold %d in Redis across the restart; SQL: %v, stock %d", sold.Load(), orders, stock)
 }
+
+// Poison order messages — not JSON, an unknown version or field, trailing
+// data, no orders, a bad quantity, user or deadline, an id of another
+// campaign or bucket, an unknown campaign — are skipped with a count, and the
+// orders behind them on their partition are created.
+func TestPoisonOrdersDoNotBlock(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), 10, 1, 2, seckill.Config{})
+	brokers := testenv.Kafka(t)
+	topic := testenv.Topic(t, 1)
+	payBy := saleStart.Add(time.Hour)
+	good := func(id, user string) []byte {
+		return seckill.EncodeOrderMessage(seckill.OrderMessage{Campaign: "c1", Orders: []seckill.Order{{ID: id, User: user, Qty: 1, PayBy: payBy}}})
+	}
+	poison := []string{
+		`not json`,
+		`{"v":2,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x","qty":1,"pay_by":1}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x","qty":1,"pay_by":1,"price":5}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x","qty":1,"pay_by":1}]} {}`,
+		`{"v":1,"campaign":"c1","orders":[]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x","qty":0,"pay_by":1}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x","qty":1.5,"pay_by":1}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x y","qty":1,"pay_by":1}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x","qty":1}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c2-0-9","user":"x","qty":1,"pay_by":1}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-2-9","user":"x","qty":1,"pay_by":1}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x","qty":1,"pay_by":1},{"id":"c1-0","user":"y","qty":1,"pay_by":1}]}`,
+		`{"v":1,"campaign":"nope","orders":[{"id":"nope-0-9","user":"x","qty":1,"pay_by":1}]}`,
+	}
+	values := [][]byte{good("c1-0-1001", "before")}
+	for _, p := range poison {
+		values = append(values, []byte(p))
+	}
+	values = append(values, good("c1-1-1002", "after"))
+	var msgs []outbox.Message
+	for _, v := range values { // one partition: in this order
+		msgs = append(msgs, outbox.Message{Topic: topic, Key: []byte("c1"), Value: v})
+	}
+	if err := dial(t, brokers).Publish(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var badMessage atomic.Int64
+	c, err := kafka.ConsumeN(cctx, brokers, "orders-"+topic, []string{topic}, int64(len(values)), f.s.HandleOrder, kafka.ConsumerConfig{
+		OnPoison: func(_ string, _ int32, _ int64, err error) {
+			if errors.Is(err, seckill.ErrBadMessage) {
+				badMessage.Add(1)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Poisoned() != int64(len(poison)) || badMessage.Load() != int64(len(poison)) || c.Handled() != 2 {
+		t.Fatalf("poisoned %d (%d ErrBadMessage), handled %d; want %d poisoned, 2 handled", c.Poisoned(), badMessage.Load(), c.Handled(), len(poison))
+	}
+	orders, stock := f.sqlCounts(ctx)
+	if orders[seckill.Pending] != 2 || stock != 8 || len(orders) != 1 {
+		t.Fatalf("SQL %v, stock %d; want the 2 good orders pending, 8 left", orders, stock)
+	}
+}

@@ -10,5 +10,5 @@ redis.call('DECRBY', KEYS[1], qty)
 local id = ARGV[1] .. '-' .. ARGV[2] .. '-' .. redis.call('INCR', KEYS[5])
 redis.call('HSET', KEYS[2], id, ARGV[3] .. '|' .. qty .. '|' .. ARGV[5])
 redis.call('ZADD', KEYS[3], ARGV[6], id)
-redis.call('XADD', KEYS[4], '*', 'k', ARGV[1], 'v', cjson.encode({v = 1, campaign = ARGV[1], orders = id .. '|' .. ARGV[3] .. '|' .. qty}))
+redis.call('XADD', KEYS[4], '*', 'k', ARGV[1], 'v', cjson.encode({v = 1, campaign = ARGV[1], orders = {{id = id, user = ARGV[3], qty = qty, pay_by = tonumber(ARGV[6])}}}))
 return id
