@@ -13,7 +13,7 @@ import (
 // TestMain is in seckill_test.go (one per test binary).
 
 // benchCampaign has stock and limits that never run out during a benchmark.
-func benchCampaign(b *testing.B) (*Service, Campaign, *testenv.Redis) {
+func benchCampaign(b *testing.B) (*Sale, *testenv.Redis) {
 	ctx := context.Background()
 	r := testenv.NewRedis(b)
 	s, err := New(r.Client, testenv.NewSQL(b), Config{Namespace: r.Namespace})
@@ -23,11 +23,11 @@ func benchCampaign(b *testing.B) (*Service, Campaign, *testenv.Redis) {
 	if err := s.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	c := Campaign{ID: "bench", SKU: "bench", Stock: 1 << 40, Limit: 1 << 40, Buckets: 1, Starts: time.Now().Add(-time.Minute), Ends: time.Now().Add(time.Hour)}
-	if err := s.Create(ctx, c); err != nil {
+	sl, err := s.Create(ctx, Campaign{ID: "bench", SKU: "bench", Stock: 1 << 40, Limit: 1 << 40, Buckets: 1, Starts: time.Now().Add(-time.Minute), Ends: time.Now().Add(time.Hour)})
+	if err != nil {
 		b.Fatal(err)
 	}
-	return s, c, r
+	return sl, r
 }
 
 func decisionsPerSec(b *testing.B, start time.Time, n int) {
@@ -38,14 +38,14 @@ func decisionsPerSec(b *testing.B, start time.Time, n int) {
 // same script through a raw go-redis EvalSha, in one run.
 func BenchmarkBuy(b *testing.B) {
 	ctx := context.Background()
-	s, c, r := benchCampaign(b)
+	sl, r := benchCampaign(b)
 	var n atomic.Int64
 	b.Run("service", func(b *testing.B) {
 		b.ReportAllocs()
 		start := time.Now()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := s.Buy(ctx, c, "u"+strconv.FormatInt(n.Add(1), 10), 1); err != nil {
+				if _, err := sl.Buy(ctx, "u"+strconv.FormatInt(n.Add(1), 10), 1); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -54,12 +54,12 @@ func BenchmarkBuy(b *testing.B) {
 	})
 	b.Run("raw-evalsha", func(b *testing.B) {
 		b.ReportAllocs()
-		keys := s.bucketKeys(c.ID, 0, "stock", "quota", "res", "due", "outbox", "seq")
+		keys := sl.bucketKeys(0, "stock", "quota", "res", "due", "outbox", "seq")
 		sha := buyScript.Load(ctx, r.Client).Val()
 		start := time.Now()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				err := r.Client.EvalSha(ctx, sha, keys, c.Limit, s.deadline(), c.ID, 0, "r"+strconv.FormatInt(n.Add(1), 10), 1).Err()
+				err := r.Client.EvalSha(ctx, sha, keys, sl.c.Limit, sl.s.deadline(), sl.c.ID, 0, "r"+strconv.FormatInt(n.Add(1), 10), 1).Err()
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -73,10 +73,10 @@ func BenchmarkBuy(b *testing.B) {
 // the same script in go-redis pipelines of 128 EvalSha calls.
 func BenchmarkBuyBatched(b *testing.B) {
 	ctx := context.Background()
-	s, c, r := benchCampaign(b)
+	sl, r := benchCampaign(b)
 	var n atomic.Int64
 	b.Run("batcher", func(b *testing.B) {
-		bt := s.NewBatcher(c, BatchConfig{})
+		bt := sl.NewBatcher(BatchConfig{})
 		defer bt.Close()
 		b.ReportAllocs()
 		b.SetParallelism(256)
@@ -91,7 +91,7 @@ func BenchmarkBuyBatched(b *testing.B) {
 		decisionsPerSec(b, start, b.N)
 	})
 	b.Run("raw-pipelined-evalsha", func(b *testing.B) {
-		keys := s.bucketKeys(c.ID, 0, "stock", "quota", "res", "due", "outbox", "seq")
+		keys := sl.bucketKeys(0, "stock", "quota", "res", "due", "outbox", "seq")
 		sha := buyScript.Load(ctx, r.Client).Val()
 		b.ReportAllocs()
 		start := time.Now()
@@ -99,7 +99,7 @@ func BenchmarkBuyBatched(b *testing.B) {
 		for i := 0; i < b.N; i += depth {
 			pipe := r.Client.Pipeline()
 			for range min(depth, b.N-i) {
-				pipe.EvalSha(ctx, sha, keys, c.Limit, s.deadline(), c.ID, 0, "r"+strconv.FormatInt(n.Add(1), 10), 1)
+				pipe.EvalSha(ctx, sha, keys, sl.c.Limit, sl.s.deadline(), sl.c.ID, 0, "r"+strconv.FormatInt(n.Add(1), 10), 1)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				b.Fatal(err)

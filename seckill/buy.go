@@ -23,8 +23,9 @@ type request struct {
 
 // admit checks a purchase before it reaches the stock: input, the
 // campaign's window (on the caller's clock) and the entrance rate limits.
-func (s *Service) admit(ctx context.Context, c Campaign, user string, qty int64) error {
-	if !userPattern.MatchString(user) || qty < 1 || qty > c.Limit || c.Buckets < 1 {
+func (sl *Sale) admit(ctx context.Context, user string, qty int64) error {
+	s, c := sl.s, sl.c
+	if !userPattern.MatchString(user) || qty < 1 || qty > c.Limit {
 		return fmt.Errorf("%w: user %q (1..128 of A-Z a-z 0-9 _ . : @ -), qty %d (1..%d)", ErrInvalid, user, qty, c.Limit)
 	}
 	now := s.cfg.Now()
@@ -59,33 +60,33 @@ func (s *Service) allow(ctx context.Context, key string, limit redis_rate.Limit)
 }
 
 // home is the bucket holding user's quota, and the first it buys from.
-func home(c Campaign, user string) int { return int(xxhash.Sum64String(user) % uint64(c.Buckets)) }
+func (sl *Sale) home(user string) int { return int(xxhash.Sum64String(user) % uint64(sl.c.Buckets)) }
 
-// Buy reserves qty units of c for user and returns the reservation id. The
+// Buy reserves qty units for user and returns the reservation id. The
 // reservation must be paid (Pay) within PayTimeout or it is released.
-func (s *Service) Buy(ctx context.Context, c Campaign, user string, qty int64) (string, error) {
-	if err := s.admit(ctx, c, user, qty); err != nil {
+func (sl *Sale) Buy(ctx context.Context, user string, qty int64) (string, error) {
+	if err := sl.admit(ctx, user, qty); err != nil {
 		return "", err
 	}
-	h := home(c, user)
-	res, err := s.decide(ctx, c, h, []request{{user, qty}})
+	h := sl.home(user)
+	res, err := sl.decide(ctx, h, []request{{user, qty}})
 	if err != nil {
 		return "", err
 	}
-	return s.finish(ctx, c, request{user, qty}, h, res[0])
+	return sl.finish(ctx, request{user, qty}, h, res[0])
 }
 
 // decide runs the home-bucket script for a batch of requests.
-func (s *Service) decide(ctx context.Context, c Campaign, bucket int, reqs []request) ([]string, error) {
+func (sl *Sale) decide(ctx context.Context, bucket int, reqs []request) ([]string, error) {
 	args := make([]any, 0, 4+2*len(reqs))
-	args = append(args, c.Limit, s.deadline(), c.ID, bucket)
+	args = append(args, sl.c.Limit, sl.s.deadline(), sl.c.ID, bucket)
 	for _, r := range reqs {
 		args = append(args, r.user, r.qty)
 	}
-	keys := s.bucketKeys(c.ID, bucket, "stock", "quota", "res", "due", "outbox", "seq")
-	out, err := buyScript.Run(ctx, s.rdb, keys, args...).StringSlice()
+	keys := sl.bucketKeys(bucket, "stock", "quota", "res", "due", "outbox", "seq")
+	out, err := buyScript.Run(ctx, sl.s.rdb, keys, args...).StringSlice()
 	if err != nil {
-		return nil, fmt.Errorf("seckill: buy on %s/%d: %w", c.ID, bucket, err)
+		return nil, fmt.Errorf("seckill: buy on %s/%d: %w", sl.c.ID, bucket, err)
 	}
 	return out, nil
 }
@@ -95,7 +96,8 @@ func (s *Service) deadline() int64 { return s.cfg.Now().Add(s.cfg.PayTimeout).Un
 // finish turns the home bucket's answer into the buyer's: a reservation,
 // the limit, or — the home bucket being empty — stock from another bucket,
 // else the held quota back and sold out.
-func (s *Service) finish(ctx context.Context, c Campaign, r request, h int, res string) (string, error) {
+func (sl *Sale) finish(ctx context.Context, r request, h int, res string) (string, error) {
+	c := sl.c
 	switch res {
 	case "L":
 		return "", ErrLimitReached
@@ -103,7 +105,7 @@ func (s *Service) finish(ctx context.Context, c Campaign, r request, h int, res 
 		// One pipelined read says which buckets may still serve, so a
 		// sold-out buyer costs one round trip, not one per bucket; the
 		// take script is what decides.
-		stocks, err := s.bucketStocks(ctx, c)
+		stocks, err := sl.bucketStocks(ctx)
 		if err != nil {
 			return "", err // the hold stays: no oversell
 		}
@@ -112,8 +114,8 @@ func (s *Service) finish(ctx context.Context, c Campaign, r request, h int, res 
 			if stocks[b] < r.qty {
 				continue
 			}
-			keys := s.bucketKeys(c.ID, b, "stock", "res", "due", "outbox", "seq")
-			id, err := takeScript.Run(ctx, s.rdb, keys, c.ID, b, r.user, r.qty, h, s.deadline()).Text()
+			keys := sl.bucketKeys(b, "stock", "res", "due", "outbox", "seq")
+			id, err := takeScript.Run(ctx, sl.s.rdb, keys, c.ID, b, r.user, r.qty, h, sl.s.deadline()).Text()
 			if err != nil {
 				return "", fmt.Errorf("seckill: take from %s/%d: %w", c.ID, b, err) // the hold stays: no oversell
 			}
@@ -121,7 +123,7 @@ func (s *Service) finish(ctx context.Context, c Campaign, r request, h int, res 
 				return id, nil
 			}
 		}
-		if err := s.unquota(ctx, c, r.user, r.qty, h, "hold:"+token()); err != nil {
+		if err := sl.unquota(ctx, r.user, r.qty, h, "hold:"+token()); err != nil {
 			return "", err
 		}
 		return "", ErrSoldOut
@@ -129,9 +131,9 @@ func (s *Service) finish(ctx context.Context, c Campaign, r request, h int, res 
 	return res, nil
 }
 
-func (s *Service) unquota(ctx context.Context, c Campaign, user string, qty int64, h int, tok string) error {
-	keys := s.bucketKeys(c.ID, h, "quota", "unquota")
-	if err := unquotaScript.Run(ctx, s.rdb, keys, user, qty, tok).Err(); err != nil {
+func (sl *Sale) unquota(ctx context.Context, user string, qty int64, h int, tok string) error {
+	keys := sl.bucketKeys(h, "quota", "unquota")
+	if err := unquotaScript.Run(ctx, sl.s.rdb, keys, user, qty, tok).Err(); err != nil {
 		return fmt.Errorf("seckill: return quota of %s: %w", user, err)
 	}
 	return nil
@@ -149,8 +151,7 @@ func token() string {
 // trip. Every caller still gets its own answer, and a user twice in one batch
 // is decided in order.
 type Batcher struct {
-	s      *Service
-	c      Campaign
+	sl     *Sale
 	queues []chan *waiting
 	cfg    BatchConfig
 	stop   chan struct{}
@@ -174,16 +175,16 @@ type waiting struct {
 	done chan struct{}
 }
 
-// NewBatcher starts a batcher for c. Close it to stop its loops.
-func (s *Service) NewBatcher(c Campaign, cfg BatchConfig) *Batcher {
+// NewBatcher starts a batcher for the campaign. Close it to stop its loops.
+func (sl *Sale) NewBatcher(cfg BatchConfig) *Batcher {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 256
 	}
 	if cfg.Linger == 0 {
 		cfg.Linger = 200 * time.Microsecond
 	}
-	b := &Batcher{s: s, c: c, cfg: cfg, stop: make(chan struct{})}
-	for bucket := range c.Buckets {
+	b := &Batcher{sl: sl, cfg: cfg, stop: make(chan struct{})}
+	for bucket := range sl.c.Buckets {
 		q := make(chan *waiting, 4*cfg.MaxBatch)
 		b.queues = append(b.queues, q)
 		b.wg.Go(func() { b.loop(bucket, q) })
@@ -191,12 +192,12 @@ func (s *Service) NewBatcher(c Campaign, cfg BatchConfig) *Batcher {
 	return b
 }
 
-// Buy is Service.Buy through the batcher.
+// Buy is Sale.Buy through the batcher.
 func (b *Batcher) Buy(ctx context.Context, user string, qty int64) (string, error) {
-	if err := b.s.admit(ctx, b.c, user, qty); err != nil {
+	if err := b.sl.admit(ctx, user, qty); err != nil {
 		return "", err
 	}
-	h := home(b.c, user)
+	h := b.sl.home(user)
 	w := &waiting{request: request{user, qty}, done: make(chan struct{})}
 	select {
 	case b.queues[h] <- w:
@@ -209,7 +210,7 @@ func (b *Batcher) Buy(ctx context.Context, user string, qty int64) (string, erro
 	if w.err != nil {
 		return "", w.err
 	}
-	return b.s.finish(ctx, b.c, w.request, h, w.res)
+	return b.sl.finish(ctx, w.request, h, w.res)
 }
 
 func (b *Batcher) loop(bucket int, q chan *waiting) {
@@ -239,7 +240,7 @@ func (b *Batcher) loop(bucket int, q chan *waiting) {
 			reqs = append(reqs, w.request)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		res, err := b.s.decide(ctx, b.c, bucket, reqs)
+		res, err := b.sl.decide(ctx, bucket, reqs)
 		cancel()
 		for i, w := range batch {
 			if err != nil {

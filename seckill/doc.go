@@ -25,7 +25,7 @@
 // buyer gets its own answer; batches form only under load.
 //
 // Orders: the outbox streams are relayed to Kafka (an outbox.Relay over
-// Service.Outboxes, keyed by campaign, entries deleted only after the broker acknowledged; while Kafka is
+// Sale.Outboxes, keyed by campaign, entries deleted only after the broker acknowledged; while Kafka is
 // down they wait). HandleOrder creates the order row — the reservation id is
 // its primary key, so redelivery is harmless — and deducts the SQL stock in
 // the same transaction, guarded by n >= qty: if Redis ever sold more than SQL
@@ -47,5 +47,9 @@
 // Reconcile compares Redis stock plus reservations SQL has not recorded with
 // SQL's stock, and lowers an overstated Redis stock.
 //
-// A Service and a Batcher are safe for concurrent use.
+// Campaigns: Create records one in SQL; Open returns it by id as a Sale whose
+// rules (limit, buckets, window) are read from SQL once and cached — a
+// campaign never changes — so no caller-built struct can bypass them.
+//
+// A Service, a Sale and a Batcher are safe for concurrent use.
 package seckill

@@ -34,7 +34,7 @@ func (s *Service) HandleOrder(ctx context.Context, _, value []byte) error {
 	if err != nil {
 		return outbox.Poison(err)
 	}
-	c, err := s.Campaign(ctx, m.Campaign)
+	sl, err := s.Open(ctx, m.Campaign)
 	if errors.Is(err, ErrNoCampaign) {
 		return outbox.Poison(fmt.Errorf("%w: %w", ErrBadMessage, err))
 	}
@@ -42,12 +42,12 @@ func (s *Service) HandleOrder(ctx context.Context, _, value []byte) error {
 		return err
 	}
 	for _, o := range m.Orders {
-		if _, b, _, _ := splitID(o.ID); b >= c.Buckets {
-			return outbox.Poison(fmt.Errorf("%w: order %s: campaign %s has %d buckets", ErrBadMessage, o.ID, c.ID, c.Buckets))
+		if _, b, _, _ := splitID(o.ID); b >= sl.c.Buckets {
+			return outbox.Poison(fmt.Errorf("%w: order %s: campaign %s has %d buckets", ErrBadMessage, o.ID, sl.c.ID, sl.c.Buckets))
 		}
 	}
 	for _, o := range m.Orders {
-		if err := s.createOrder(ctx, c, o); err != nil {
+		if err := sl.createOrder(ctx, o); err != nil {
 			return err
 		}
 	}
@@ -55,7 +55,8 @@ func (s *Service) HandleOrder(ctx context.Context, _, value []byte) error {
 }
 
 // createOrder records one reservation as an order (see HandleOrder).
-func (s *Service) createOrder(ctx context.Context, c Campaign, o Order) error {
+func (sl *Sale) createOrder(ctx context.Context, o Order) error {
+	s, c := sl.s, sl.c
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return err
@@ -85,7 +86,7 @@ func (s *Service) createOrder(ctx context.Context, c Campaign, o Order) error {
 // when the timeout won the race (refund, never "paid"), and with ErrNotReady
 // before the order row exists.
 func (s *Service) Pay(ctx context.Context, id string) error {
-	c, b, err := s.parseID(ctx, id)
+	sl, b, err := s.reservation(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func (s *Service) Pay(ctx context.Context, id string) error {
 		}
 		// Paid before: fall through to make sure Redis forgot it.
 	}
-	return s.close(ctx, c, b, id, false)
+	return sl.close(ctx, b, id, false)
 }
 
 func (s *Service) status(ctx context.Context, id string) (string, error) {
@@ -134,30 +135,30 @@ func splitID(id string) (campaign string, bucket int, n int64, err error) {
 	return id[:i], bucket, n, nil
 }
 
-// parseID finds the campaign and bucket of a reservation id.
-func (s *Service) parseID(ctx context.Context, id string) (Campaign, int, error) {
+// reservation finds the campaign and bucket of a reservation id.
+func (s *Service) reservation(ctx context.Context, id string) (*Sale, int, error) {
 	campaign, b, _, err := splitID(id)
 	if err != nil {
-		return Campaign{}, 0, err
+		return nil, 0, err
 	}
-	c, err := s.Campaign(ctx, campaign)
+	sl, err := s.Open(ctx, campaign)
 	if err != nil {
-		return Campaign{}, 0, err
+		return nil, 0, err
 	}
-	if b >= c.Buckets {
-		return Campaign{}, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
+	if b >= sl.c.Buckets {
+		return nil, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
 	}
-	return c, b, nil
+	return sl, b, nil
 }
 
 // close removes a reservation from its bucket (restocking it if asked) and,
 // when restocked, gives the buyer's quota back, once.
-func (s *Service) close(ctx context.Context, c Campaign, b int, id string, restock bool) error {
+func (sl *Sale) close(ctx context.Context, b int, id string, restock bool) error {
 	flag := "0"
 	if restock {
 		flag = "1"
 	}
-	r, err := releaseScript.Run(ctx, s.rdb, s.bucketKeys(c.ID, b, "stock", "res", "due"), id, flag).Text()
+	r, err := releaseScript.Run(ctx, sl.s.rdb, sl.bucketKeys(b, "stock", "res", "due"), id, flag).Text()
 	if err != nil {
 		return fmt.Errorf("seckill: close %s: %w", id, err)
 	}
@@ -168,7 +169,7 @@ func (s *Service) close(ctx context.Context, c Campaign, b int, id string, resto
 	if err != nil {
 		return err
 	}
-	return s.unquota(ctx, c, user, qty, h, id)
+	return sl.unquota(ctx, user, qty, h, id)
 }
 
 func parseReservation(r string) (user string, qty int64, home int, err error) {
@@ -187,27 +188,28 @@ func parseReservation(r string) (user string, qty int64, home int, err error) {
 	return r[:j], qty, home, nil
 }
 
-// ReleaseDue releases the reservations of c whose payment deadline passed
+// ReleaseDue releases the reservations whose payment deadline passed
 // and returns how many it released. SQL decides each one: the conditional
 // UPDATE pending → released races Pay's pending → paid, and exactly one wins.
 // A released order returns its units to SQL's stock in the same transaction,
 // then to Redis with the buyer's quota. An order the consumer has not created
 // yet is recorded as released first, so its late event changes nothing.
-func (s *Service) ReleaseDue(ctx context.Context, c Campaign) (int, error) {
+func (sl *Sale) ReleaseDue(ctx context.Context) (int, error) {
+	s, c := sl.s, sl.c
 	now := strconv.FormatInt(s.cfg.Now().UnixMilli(), 10)
 	released := 0
 	for b := range c.Buckets {
-		due, err := s.rdb.ZRangeByScoreWithScores(ctx, s.key(c.ID, b, "due"), &redis.ZRangeBy{Min: "-inf", Max: now}).Result()
+		due, err := s.rdb.ZRangeByScoreWithScores(ctx, sl.key(b, "due"), &redis.ZRangeBy{Min: "-inf", Max: now}).Result()
 		if err != nil {
 			return released, fmt.Errorf("seckill: due of %s/%d: %w", c.ID, b, err)
 		}
 		for _, z := range due {
 			id := z.Member.(string)
-			restock, err := s.decideRelease(ctx, c, b, id, int64(z.Score))
+			restock, err := sl.decideRelease(ctx, b, id, int64(z.Score))
 			if err != nil {
 				return released, err
 			}
-			if err := s.close(ctx, c, b, id, restock); err != nil {
+			if err := sl.close(ctx, b, id, restock); err != nil {
 				return released, err
 			}
 			if restock {
@@ -219,7 +221,8 @@ func (s *Service) ReleaseDue(ctx context.Context, c Campaign) (int, error) {
 }
 
 // decideRelease settles id in SQL and reports whether its units go back.
-func (s *Service) decideRelease(ctx context.Context, c Campaign, b int, id string, payBy int64) (bool, error) {
+func (sl *Sale) decideRelease(ctx context.Context, b int, id string, payBy int64) (bool, error) {
+	s, c := sl.s, sl.c
 	for range 3 {
 		tx, err := s.db.BeginTxx(ctx, nil)
 		if err != nil {
@@ -246,7 +249,7 @@ func (s *Service) decideRelease(ctx context.Context, c Campaign, b int, id strin
 		err = tx.GetContext(ctx, &status, `SELECT status FROM seckill_orders WHERE id = ?`, id)
 		if errors.Is(err, sql.ErrNoRows) {
 			// The event is still on its way: record the release first.
-			r, rerr := s.rdb.HGet(ctx, s.key(c.ID, b, "res"), id).Result()
+			r, rerr := s.rdb.HGet(ctx, sl.key(b, "res"), id).Result()
 			if rerr != nil {
 				tx.Rollback()
 				return false, nil // already closed in Redis: nothing to release

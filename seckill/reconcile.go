@@ -32,20 +32,21 @@ type Report struct {
 	Trimmed int64
 }
 
-// Reconcile reports drift between Redis and SQL for c and, with repair,
+// Reconcile reports drift between Redis and SQL and, with repair,
 // lowers an overstated Redis stock — the direction that is always safe.
 // Stock Redis understates is reported, not added back: the missing units may
 // belong to events still in flight. Run it when the order consumer has
 // caught up; while events are in Kafka the figures move.
-func (s *Service) Reconcile(ctx context.Context, c Campaign, repair bool) (Report, error) {
+func (sl *Sale) Reconcile(ctx context.Context, repair bool) (Report, error) {
+	s, c := sl.s, sl.c
 	var r Report
-	stock, err := s.RedisStock(ctx, c)
+	stock, err := sl.RedisStock(ctx)
 	if err != nil {
 		return r, err
 	}
 	r.RedisStock = stock
 	for b := range c.Buckets {
-		open, err := s.rdb.HGetAll(ctx, s.key(c.ID, b, "res")).Result()
+		open, err := s.rdb.HGetAll(ctx, sl.key(b, "res")).Result()
 		if err != nil {
 			return r, fmt.Errorf("seckill: reservations of %s/%d: %w", c.ID, b, err)
 		}
@@ -86,7 +87,7 @@ func (s *Service) Reconcile(ctx context.Context, c Campaign, repair bool) (Repor
 	r.Drift = r.RedisStock + r.Unrecorded - r.SQLStock
 	if repair && r.Drift > 0 {
 		for b := 0; b < c.Buckets && r.Trimmed < r.Drift; b++ {
-			took, err := trimScript.Run(ctx, s.rdb, []string{s.key(c.ID, b, "stock")}, r.Drift-r.Trimmed).Int64()
+			took, err := trimScript.Run(ctx, s.rdb, []string{sl.key(b, "stock")}, r.Drift-r.Trimmed).Int64()
 			if err != nil {
 				return r, fmt.Errorf("seckill: trim %s/%d: %w", c.ID, b, err)
 			}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -53,7 +54,8 @@ var (
 	ErrReleased = errors.New("seckill: reservation released, refund the payment")
 )
 
-// Campaign is one flash sale of one SKU.
+// Campaign is one flash sale of one SKU: what Create records, and what an
+// open Sale reports.
 type Campaign struct {
 	ID      string    `db:"id"`
 	SKU     string    `db:"sku"`
@@ -87,7 +89,21 @@ type Service struct {
 	cfg     Config
 	space   keys.Space
 	limiter *redis_rate.Limiter
+
+	mu    sync.Mutex
+	sales map[string]*Sale // opened campaigns: their rules never change
 }
+
+// Sale is an open campaign: its rules (stock split, per-user limit, window)
+// as SQL recorded them, and the operations on its Redis gate. Get one from
+// Service.Open or Service.Create; it is safe for concurrent use.
+type Sale struct {
+	s *Service
+	c Campaign
+}
+
+// Campaign returns the campaign's rules as recorded.
+func (sl *Sale) Campaign() Campaign { return sl.c }
 
 // New returns a Service. Call Migrate once to create its tables.
 func New(rdb redis.UniversalClient, db *sqlx.DB, cfg Config) (*Service, error) {
@@ -103,7 +119,8 @@ func New(rdb redis.UniversalClient, db *sqlx.DB, cfg Config) (*Service, error) {
 	if cfg.PayTimeout < 0 {
 		return nil, fmt.Errorf("%w: pay timeout %v", ErrInvalid, cfg.PayTimeout)
 	}
-	return &Service{rdb: rdb, db: db, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "seckill")), limiter: redis_rate.NewLimiter(rdb)}, nil
+	return &Service{rdb: rdb, db: db, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "seckill")),
+		limiter: redis_rate.NewLimiter(rdb), sales: map[string]*Sale{}}, nil
 }
 
 // Migrate creates the campaign, stock and order tables if missing.
@@ -128,47 +145,51 @@ func (s *Service) Migrate(ctx context.Context) error {
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 
-// Create records a campaign and its SKU's stock in SQL and loads it into
-// Redis, split over c.Buckets keys.
-func (s *Service) Create(ctx context.Context, c Campaign) error {
+// Create records a campaign and its SKU's stock in SQL, loads it into Redis,
+// split over c.Buckets keys, and returns it open.
+func (s *Service) Create(ctx context.Context, c Campaign) (*Sale, error) {
 	switch {
 	case !idPattern.MatchString(c.ID) || !idPattern.MatchString(c.SKU):
-		return fmt.Errorf("%w: campaign and SKU ids are 1..64 of A-Z a-z 0-9 _ . : -", ErrInvalid)
+		return nil, fmt.Errorf("%w: campaign and SKU ids are 1..64 of A-Z a-z 0-9 _ . : -", ErrInvalid)
 	case c.Stock < 1 || c.Limit < 1 || c.Buckets < 1 || c.Buckets > 1024 || int64(c.Buckets) > c.Stock:
-		return fmt.Errorf("%w: stock %d, limit %d, buckets %d (1..min(1024, stock))", ErrInvalid, c.Stock, c.Limit, c.Buckets)
+		return nil, fmt.Errorf("%w: stock %d, limit %d, buckets %d (1..min(1024, stock))", ErrInvalid, c.Stock, c.Limit, c.Buckets)
 	case !c.Ends.After(c.Starts):
-		return fmt.Errorf("%w: ends %v not after starts %v", ErrInvalid, c.Ends, c.Starts)
+		return nil, fmt.Errorf("%w: ends %v not after starts %v", ErrInvalid, c.Ends, c.Starts)
 	}
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_campaigns (id, sku, stock, per_user, buckets, starts_at, ends_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.SKU, c.Stock, c.Limit, c.Buckets, c.Starts.UnixMilli(), c.Ends.UnixMilli()); err != nil {
 		if sqlutil.IsDuplicate(err) {
-			return fmt.Errorf("%w: campaign %s exists", ErrInvalid, c.ID)
+			return nil, fmt.Errorf("%w: campaign %s exists", ErrInvalid, c.ID)
 		}
-		return fmt.Errorf("seckill: create campaign: %w", err)
+		return nil, fmt.Errorf("seckill: create campaign: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_stock (sku, n) VALUES (?, ?)`, c.SKU, c.Stock); err != nil {
-		return fmt.Errorf("seckill: stock of %s: %w", c.SKU, err)
+		return nil, fmt.Errorf("seckill: stock of %s: %w", c.SKU, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return err
+		return nil, err
 	}
-	return s.loadStock(ctx, c, c.Stock)
+	sl, err := s.Open(ctx, c.ID)
+	if err != nil {
+		return nil, err
+	}
+	return sl, sl.loadStock(ctx, c.Stock)
 }
 
 // loadStock splits n units over the campaign's buckets.
-func (s *Service) loadStock(ctx context.Context, c Campaign, n int64) error {
-	pipe := s.rdb.Pipeline()
-	for b := range c.Buckets {
-		share := n / int64(c.Buckets)
-		if int64(b) < n%int64(c.Buckets) {
+func (sl *Sale) loadStock(ctx context.Context, n int64) error {
+	pipe := sl.s.rdb.Pipeline()
+	for b := range sl.c.Buckets {
+		share := n / int64(sl.c.Buckets)
+		if int64(b) < n%int64(sl.c.Buckets) {
 			share++
 		}
-		pipe.Set(ctx, s.key(c.ID, b, "stock"), share, 0)
+		pipe.Set(ctx, sl.key(b, "stock"), share, 0)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("seckill: load stock: %w", err)
@@ -176,8 +197,29 @@ func (s *Service) loadStock(ctx context.Context, c Campaign, n int64) error {
 	return nil
 }
 
-// Campaign reads a campaign from SQL.
-func (s *Service) Campaign(ctx context.Context, id string) (Campaign, error) {
+// Open returns the campaign id, read from SQL once and then cached (a
+// campaign's rules never change).
+func (s *Service) Open(ctx context.Context, id string) (*Sale, error) {
+	s.mu.Lock()
+	sl := s.sales[id]
+	s.mu.Unlock()
+	if sl != nil {
+		return sl, nil
+	}
+	c, err := s.readCampaign(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sl = s.sales[id]; sl == nil {
+		sl = &Sale{s: s, c: c}
+		s.sales[id] = sl
+	}
+	return sl, nil
+}
+
+func (s *Service) readCampaign(ctx context.Context, id string) (Campaign, error) {
 	var row struct {
 		Campaign
 		StartsAt int64 `db:"starts_at"`
@@ -195,32 +237,32 @@ func (s *Service) Campaign(ctx context.Context, id string) (Campaign, error) {
 	return c, nil
 }
 
-// key is a key of one bucket of a campaign: "{<campaign>:<bucket>}:<part>".
-func (s *Service) key(campaign string, bucket int, part string) string {
-	return s.space.Key(campaign+":"+strconv.Itoa(bucket), part)
+// key is a key of one bucket: "{<campaign>:<bucket>}:<part>".
+func (sl *Sale) key(bucket int, part string) string {
+	return sl.s.space.Key(sl.c.ID+":"+strconv.Itoa(bucket), part)
 }
 
 // bucketKeys are the keys of one bucket, in the order the scripts take them.
-func (s *Service) bucketKeys(campaign string, b int, parts ...string) []string {
+func (sl *Sale) bucketKeys(b int, parts ...string) []string {
 	out := make([]string, len(parts))
 	for i, p := range parts {
-		out[i] = s.key(campaign, b, p)
+		out[i] = sl.key(b, p)
 	}
 	return out
 }
 
-// Outboxes lists the outbox streams of a campaign, for the relay.
-func (s *Service) Outboxes(c Campaign) []string {
-	out := make([]string, c.Buckets)
+// Outboxes lists the outbox streams of the campaign, for the relay.
+func (sl *Sale) Outboxes() []string {
+	out := make([]string, sl.c.Buckets)
 	for b := range out {
-		out[b] = s.key(c.ID, b, "outbox")
+		out[b] = sl.key(b, "outbox")
 	}
 	return out
 }
 
 // RedisStock is the stock left in Redis over all buckets.
-func (s *Service) RedisStock(ctx context.Context, c Campaign) (int64, error) {
-	stocks, err := s.bucketStocks(ctx, c)
+func (sl *Sale) RedisStock(ctx context.Context) (int64, error) {
+	stocks, err := sl.bucketStocks(ctx)
 	var n int64
 	for _, v := range stocks {
 		n += v
@@ -229,16 +271,16 @@ func (s *Service) RedisStock(ctx context.Context, c Campaign) (int64, error) {
 }
 
 // bucketStocks reads every bucket's stock in one pipeline.
-func (s *Service) bucketStocks(ctx context.Context, c Campaign) ([]int64, error) {
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, c.Buckets)
+func (sl *Sale) bucketStocks(ctx context.Context) ([]int64, error) {
+	pipe := sl.s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, sl.c.Buckets)
 	for b := range cmds {
-		cmds[b] = pipe.Get(ctx, s.key(c.ID, b, "stock"))
+		cmds[b] = pipe.Get(ctx, sl.key(b, "stock"))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("seckill: read stock of %s: %w", c.ID, err)
+		return nil, fmt.Errorf("seckill: read stock of %s: %w", sl.c.ID, err)
 	}
-	out := make([]int64, c.Buckets)
+	out := make([]int64, sl.c.Buckets)
 	for b, cmd := range cmds {
 		out[b], _ = cmd.Int64()
 	}

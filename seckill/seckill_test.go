@@ -25,7 +25,7 @@ var saleStart = time.Date(2026, 11, 11, 20, 0, 0, 0, time.UTC)
 type fixture struct {
 	t   *testing.T
 	s   *seckill.Service
-	c   seckill.Campaign
+	sl  *seckill.Sale
 	r   *testenv.Redis
 	db  *sqlx.DB
 	clk *testenv.Clock
@@ -44,16 +44,12 @@ func setup(t *testing.T, r *testenv.Redis, stock, limit int64, buckets int, cfg 
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c := seckill.Campaign{ID: "c1", SKU: "sku-1", Stock: stock, Limit: limit, Buckets: buckets, Starts: saleStart, Ends: saleStart.Add(time.Hour)}
-	if err := s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	c, err = s.Campaign(ctx, "c1")
+	sl, err := s.Create(ctx, seckill.Campaign{ID: "c1", SKU: "sku-1", Stock: stock, Limit: limit, Buckets: buckets, Starts: saleStart, Ends: saleStart.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { testenv.DeleteKeys(context.Background(), r.Client, "rate:"+r.Namespace+"*") })
-	return &fixture{t: t, s: s, c: c, r: r, db: db, clk: clk}
+	return &fixture{t: t, s: s, sl: sl, r: r, db: db, clk: clk}
 }
 
 // deliver relays the outbox to Kafka through send (nil: a real producer) and
@@ -65,7 +61,7 @@ func (f *fixture) deliver(ctx context.Context, send outbox.Publisher) int {
 	if send == nil {
 		send = dial(f.t, brokers)
 	}
-	relay := outbox.NewRelay(f.r.Client, f.s.Outboxes(f.c), topic, send)
+	relay := outbox.NewRelay(f.r.Client, f.sl.Outboxes(), topic, send)
 	relayed, err := relay.DrainAll(ctx)
 	if pending, _ := relay.Pending(ctx); err != nil || pending != 0 {
 		f.t.Fatalf("%d order events stuck in the outbox: %v", pending, err)
@@ -139,9 +135,9 @@ func TestStress(t *testing.T) {
 				r = testenv.NewRedisCluster(t)
 			}
 			f := setup(t, r, 1000, tc.limit, tc.buckets, seckill.Config{})
-			buy := func(user string) (string, error) { return f.s.Buy(ctx, f.c, user, 1) }
+			buy := func(user string) (string, error) { return f.sl.Buy(ctx, user, 1) }
 			if tc.batch {
-				b := f.s.NewBatcher(f.c, seckill.BatchConfig{MaxBatch: 128})
+				b := f.sl.NewBatcher(seckill.BatchConfig{MaxBatch: 128})
 				defer b.Close()
 				buy = func(user string) (string, error) { return b.Buy(ctx, user, 1) }
 			}
@@ -181,7 +177,7 @@ func TestStress(t *testing.T) {
 					t.Fatalf("%s bought %d, limit %d", u, n, tc.limit)
 				}
 			}
-			if left, _ := f.s.RedisStock(ctx, f.c); left != 0 {
+			if left, _ := f.sl.RedisStock(ctx); left != 0 {
 				t.Fatalf("Redis stock %d after selling out", left)
 			}
 			f.deliver(ctx, nil)
@@ -189,7 +185,7 @@ func TestStress(t *testing.T) {
 			if orders[seckill.Pending] != 1000 || stock != 0 || len(orders) != 1 {
 				t.Fatalf("SQL: orders %v, stock %d; want 1000 pending, 0 left", orders, stock)
 			}
-			if rep, err := f.s.Reconcile(ctx, f.c, false); err != nil || rep.Drift != 0 {
+			if rep, err := f.sl.Reconcile(ctx, false); err != nil || rep.Drift != 0 {
 				t.Fatalf("reconcile: %+v, %v", rep, err)
 			}
 		})
@@ -199,27 +195,27 @@ func TestStress(t *testing.T) {
 func TestRules(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 10, 2, 1, seckill.Config{})
-	if _, err := f.s.Buy(ctx, f.c, "a", 3); !errors.Is(err, seckill.ErrInvalid) {
+	if _, err := f.sl.Buy(ctx, "a", 3); !errors.Is(err, seckill.ErrInvalid) {
 		t.Fatalf("qty over the limit: %v", err)
 	}
-	if _, err := f.s.Buy(ctx, f.c, "", 1); !errors.Is(err, seckill.ErrInvalid) {
+	if _, err := f.sl.Buy(ctx, "", 1); !errors.Is(err, seckill.ErrInvalid) {
 		t.Fatalf("empty user: %v", err)
 	}
-	if _, err := f.s.Buy(ctx, f.c, "a", 2); err != nil {
+	if _, err := f.sl.Buy(ctx, "a", 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.Buy(ctx, f.c, "a", 1); !errors.Is(err, seckill.ErrLimitReached) {
+	if _, err := f.sl.Buy(ctx, "a", 1); !errors.Is(err, seckill.ErrLimitReached) {
 		t.Fatalf("third unit: %v", err)
 	}
 	f.clk.Add(-time.Hour)
-	if _, err := f.s.Buy(ctx, f.c, "b", 1); !errors.Is(err, seckill.ErrNotStarted) {
+	if _, err := f.sl.Buy(ctx, "b", 1); !errors.Is(err, seckill.ErrNotStarted) {
 		t.Fatalf("before the start: %v", err)
 	}
 	f.clk.Add(3 * time.Hour)
-	if _, err := f.s.Buy(ctx, f.c, "b", 1); !errors.Is(err, seckill.ErrEnded) {
+	if _, err := f.sl.Buy(ctx, "b", 1); !errors.Is(err, seckill.ErrEnded) {
 		t.Fatalf("after the end: %v", err)
 	}
-	if left, _ := f.s.RedisStock(ctx, f.c); left != 8 {
+	if left, _ := f.sl.RedisStock(ctx); left != 8 {
 		t.Fatalf("refusals changed the stock: %d left", left)
 	}
 	for _, c := range []seckill.Campaign{
@@ -229,7 +225,7 @@ func TestRules(t *testing.T) {
 		{ID: "c2", SKU: "s", Stock: 4, Limit: 1, Buckets: 1, Starts: saleStart, Ends: saleStart},
 		{ID: "c1", SKU: "s2", Stock: 4, Limit: 1, Buckets: 1, Starts: saleStart, Ends: saleStart.Add(time.Hour)},
 	} {
-		if err := f.s.Create(ctx, c); !errors.Is(err, seckill.ErrInvalid) {
+		if _, err := f.s.Create(ctx, c); !errors.Is(err, seckill.ErrInvalid) {
 			t.Errorf("Create(%+v) = %v, want ErrInvalid", c, err)
 		}
 	}
@@ -242,7 +238,7 @@ func TestBucketsServeFromElsewhere(t *testing.T) {
 	f := setup(t, testenv.NewRedisCluster(t), 8, 1, 8, seckill.Config{})
 	sold := 0
 	for i := range 9 {
-		_, err := f.s.Buy(ctx, f.c, fmt.Sprintf("user-%d", i), 1)
+		_, err := f.sl.Buy(ctx, fmt.Sprintf("user-%d", i), 1)
 		if err == nil {
 			sold++
 		} else if !errors.Is(err, seckill.ErrSoldOut) || i < 8 {
@@ -256,10 +252,10 @@ func TestBucketsServeFromElsewhere(t *testing.T) {
 	// it can buy.
 	f.clk.Add(16 * time.Minute)
 	f.deliver(ctx, nil)
-	if n, err := f.s.ReleaseDue(ctx, f.c); err != nil || n != 8 {
+	if n, err := f.sl.ReleaseDue(ctx); err != nil || n != 8 {
 		t.Fatalf("released %d, %v", n, err)
 	}
-	if _, err := f.s.Buy(ctx, f.c, "user-8", 1); err != nil {
+	if _, err := f.sl.Buy(ctx, "user-8", 1); err != nil {
 		t.Fatalf("sold-out buyer after units came back: %v", err)
 	}
 }
@@ -268,12 +264,12 @@ func TestRateLimitAtEntrance(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 100, 100, 1, seckill.Config{UserLimit: redis_rate.PerMinute(2)})
 	for i := range 3 {
-		_, err := f.s.Buy(ctx, f.c, "eager", 1)
+		_, err := f.sl.Buy(ctx, "eager", 1)
 		if (i < 2) != (err == nil) || i == 2 && !errors.Is(err, seckill.ErrRateLimited) {
 			t.Fatalf("buy %d: %v", i+1, err)
 		}
 	}
-	if left, _ := f.s.RedisStock(ctx, f.c); left != 98 {
+	if left, _ := f.sl.RedisStock(ctx); left != 98 {
 		t.Fatalf("a rate-limited buy touched the stock: %d left", left)
 	}
 }
@@ -285,7 +281,7 @@ func TestPayRacesTimeout(t *testing.T) {
 	f := setup(t, testenv.NewRedis(t), 200, 1, 4, seckill.Config{})
 	var ids []string
 	for i := range 200 {
-		id, err := f.s.Buy(ctx, f.c, fmt.Sprintf("p%d", i), 1)
+		id, err := f.sl.Buy(ctx, fmt.Sprintf("p%d", i), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +293,7 @@ func TestPayRacesTimeout(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for range 3 { // several release passes race the payments
-			if _, err := f.s.ReleaseDue(ctx, f.c); err != nil {
+			if _, err := f.sl.ReleaseDue(ctx); err != nil {
 				t.Error(err)
 			}
 		}
@@ -316,12 +312,12 @@ func TestPayRacesTimeout(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	f.s.ReleaseDue(ctx, f.c) // whatever the racing passes had not reached
+	f.sl.ReleaseDue(ctx) // whatever the racing passes had not reached
 	orders, stock := f.sqlCounts(ctx)
 	if paid.Load()+refused.Load() != 200 || orders[seckill.Paid] != paid.Load() || orders[seckill.Released] != refused.Load() {
 		t.Fatalf("paid %d, refused %d; SQL %v", paid.Load(), refused.Load(), orders)
 	}
-	left, _ := f.s.RedisStock(ctx, f.c)
+	left, _ := f.sl.RedisStock(ctx)
 	if stock != refused.Load() || left != refused.Load() {
 		t.Fatalf("released %d units; SQL stock %d, Redis stock %d", refused.Load(), stock, left)
 	}
@@ -332,7 +328,7 @@ func TestPayRacesTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if rep, _ := f.s.Reconcile(ctx, f.c, false); rep.Drift != 0 || rep.Open != 0 {
+	if rep, _ := f.sl.Reconcile(ctx, false); rep.Drift != 0 || rep.Open != 0 {
 		t.Fatalf("after the race: %+v", rep)
 	}
 }
@@ -343,12 +339,12 @@ func TestPayRacesTimeout(t *testing.T) {
 func TestReleaseBeforeOrderRecorded(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 5, 1, 1, seckill.Config{})
-	id, err := f.s.Buy(ctx, f.c, "late", 1)
+	id, err := f.sl.Buy(ctx, "late", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.clk.Add(16 * time.Minute)
-	if n, err := f.s.ReleaseDue(ctx, f.c); n != 1 || err != nil {
+	if n, err := f.sl.ReleaseDue(ctx); n != 1 || err != nil {
 		t.Fatalf("released %d, %v", n, err)
 	}
 	f.deliver(ctx, nil)
@@ -359,7 +355,7 @@ func TestReleaseBeforeOrderRecorded(t *testing.T) {
 	if err := f.s.Pay(ctx, id); !errors.Is(err, seckill.ErrReleased) {
 		t.Fatalf("pay after release: %v", err)
 	}
-	if left, _ := f.s.RedisStock(ctx, f.c); left != 5 {
+	if left, _ := f.sl.RedisStock(ctx); left != 5 {
 		t.Fatalf("Redis stock %d, want 5", left)
 	}
 }
@@ -384,10 +380,10 @@ func TestKafkaOutage(t *testing.T) {
 	f := setup(t, testenv.NewRedisCluster(t), 300, 1, 4, seckill.Config{})
 	send := &down{p: dial(t, testenv.Kafka(t))}
 	send.down.Store(true)
-	relay := outbox.NewRelay(f.r.Client, f.s.Outboxes(f.c), "unused", send)
+	relay := outbox.NewRelay(f.r.Client, f.sl.Outboxes(), "unused", send)
 	var wg sync.WaitGroup
 	for i := range 400 {
-		wg.Go(func() { f.s.Buy(ctx, f.c, fmt.Sprintf("k%d", i), 1) })
+		wg.Go(func() { f.sl.Buy(ctx, fmt.Sprintf("k%d", i), 1) })
 	}
 	wg.Wait()
 	if _, err := relay.Drain(ctx); err == nil {
@@ -424,7 +420,7 @@ func TestRedisRestartMidSale(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := f.s.Buy(ctx, f.c, fmt.Sprintf("r%d", next.Add(1)), 1); err == nil {
+				if _, err := f.sl.Buy(ctx, fmt.Sprintf("r%d", next.Add(1)), 1); err == nil {
 					sold.Add(1)
 				} else if errors.Is(err, seckill.ErrSoldOut) {
 					return
@@ -443,7 +439,7 @@ func TestRedisRestartMidSale(t *testing.T) {
 	wg.Wait()
 	// Sell out whatever Redis still believes it has.
 	for i := 0; ; i++ {
-		if _, err := f.s.Buy(ctx, f.c, fmt.Sprintf("after%d", i), 1); errors.Is(err, seckill.ErrSoldOut) {
+		if _, err := f.sl.Buy(ctx, fmt.Sprintf("after%d", i), 1); errors.Is(err, seckill.ErrSoldOut) {
 			break
 		}
 	}
@@ -514,5 +510,49 @@ func TestPoisonOrdersDoNotBlock(t *testing.T) {
 	orders, stock := f.sqlCounts(ctx)
 	if orders[seckill.Pending] != 2 || stock != 8 || len(orders) != 1 {
 		t.Fatalf("SQL %v, stock %d; want the 2 good orders pending, 8 left", orders, stock)
+	}
+}
+
+// A sale's rules come from SQL, not from the caller: Open by id gives the
+// recorded limit, buckets and window, a copy of the rules changes nothing,
+// and another process opening the campaign gets the same rules.
+func TestSaleKeepsRecordedRules(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), 10, 1, 2, seckill.Config{})
+	if sl, err := f.s.Open(ctx, "c1"); err != nil || sl != f.sl {
+		t.Fatalf("Open(c1) = %p, %v; want the cached sale %p", sl, err, f.sl)
+	}
+	if _, err := f.s.Open(ctx, "nope"); !errors.Is(err, seckill.ErrNoCampaign) {
+		t.Fatalf("Open(nope): %v", err)
+	}
+	rules := f.sl.Campaign()
+	rules.Limit, rules.Buckets, rules.Ends = 100, 1, saleStart.AddDate(1, 0, 0)
+	other, err := seckill.New(f.r.Client, f.db, seckill.Config{Namespace: f.r.Namespace, Now: f.clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := other.Open(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := seckill.Campaign{ID: "c1", SKU: "sku-1", Stock: 10, Limit: 1, Buckets: 2, Starts: saleStart, Ends: saleStart.Add(time.Hour)}
+	for _, sl := range []*seckill.Sale{f.sl, again} {
+		if got := sl.Campaign(); got.ID != want.ID || got.SKU != want.SKU || got.Stock != want.Stock || got.Limit != want.Limit ||
+			got.Buckets != want.Buckets || !got.Starts.Equal(want.Starts) || !got.Ends.Equal(want.Ends) {
+			t.Fatalf("rules %+v, want %+v", got, want)
+		}
+	}
+	if _, err := f.sl.Buy(ctx, "a", 2); !errors.Is(err, seckill.ErrInvalid) {
+		t.Fatalf("2 units with a limit of 1: %v", err)
+	}
+	if _, err := f.sl.Buy(ctx, "a", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Buy(ctx, "a", 1); !errors.Is(err, seckill.ErrLimitReached) {
+		t.Fatalf("second unit through another process: %v", err)
+	}
+	f.clk.Add(time.Hour)
+	if _, err := again.Buy(ctx, "b", 1); !errors.Is(err, seckill.ErrEnded) {
+		t.Fatalf("after the recorded end: %v", err)
 	}
 }

@@ -40,10 +40,13 @@ func main() {
 	svc, err := seckill.New(r.Client, sqlb.DB, seckill.Config{Namespace: ns, Now: clock})
 	check(err)
 	check(svc.Migrate(ctx))
-	c := seckill.Campaign{ID: "double11", SKU: "phone-128g", Stock: 1000, Limit: 1, Buckets: 8, Starts: clock().Add(-time.Second), Ends: clock().Add(time.Hour)}
-	check(svc.Create(ctx, c))
+	_, err = svc.Create(ctx, seckill.Campaign{ID: "double11", SKU: "phone-128g", Stock: 1000, Limit: 1, Buckets: 8,
+		Starts: clock().Add(-time.Second), Ends: clock().Add(time.Hour)})
+	check(err)
+	sale, err := svc.Open(ctx, "double11") // what any other process does: the rules come from SQL
+	check(err)
 
-	b := svc.NewBatcher(c, seckill.BatchConfig{})
+	b := sale.NewBatcher(seckill.BatchConfig{})
 	var won, soldOut, limited atomic.Int64
 	var mu sync.Mutex
 	var reservations []string
@@ -77,7 +80,7 @@ func main() {
 	prod, err := kafka.Dial(k.Brokers, "seckill-relay")
 	check(err)
 	defer prod.Close()
-	relay := outbox.NewRelay(r.Client, svc.Outboxes(c), topic, prod)
+	relay := outbox.NewRelay(r.Client, sale.Outboxes(), topic, prod)
 	entries, err := relay.DrainAll(ctx)
 	check(err)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -93,9 +96,9 @@ func main() {
 		}
 	}
 	now.Add(int64(16 * time.Minute)) // the others miss the 15-minute deadline
-	released, err := svc.ReleaseDue(ctx, c)
+	released, err := sale.ReleaseDue(ctx)
 	check(err)
-	rep, err := svc.Reconcile(ctx, c, false)
+	rep, err := sale.Reconcile(ctx, false)
 	check(err)
 	fmt.Printf("orders: %d batches through Kafka (%s) into %s; %d paid, %d released after 15 min\n", entries, k.Kind, sqlb.Kind, paid, released)
 	fmt.Printf("stock left: Redis %d, SQL %d, drift %d\n", rep.RedisStock, rep.SQLStock, rep.Drift)
