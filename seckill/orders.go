@@ -250,9 +250,13 @@ func (sl *Sale) decideRelease(ctx context.Context, b int, id string, payBy int64
 		if errors.Is(err, sql.ErrNoRows) {
 			// The event is still on its way: record the release first.
 			r, rerr := s.rdb.HGet(ctx, sl.key(b, "res"), id).Result()
-			if rerr != nil {
+			if errors.Is(rerr, redis.Nil) {
 				tx.Rollback()
 				return false, nil // already closed in Redis: nothing to release
+			}
+			if rerr != nil { // unknown: leave it for the next pass
+				tx.Rollback()
+				return false, fmt.Errorf("seckill: read reservation %s: %w", id, rerr)
 			}
 			user, qty, _, perr := parseReservation(r)
 			if perr != nil {

@@ -556,3 +556,33 @@ func TestSaleKeepsRecordedRules(t *testing.T) {
 		t.Fatalf("after the recorded end: %v", err)
 	}
 }
+
+// A Redis error while the release path reads a reservation (its order not
+// recorded yet) aborts that release instead of closing it as if it were gone:
+// the units stay reserved, and the next pass releases and restocks them.
+func TestReleaseRedisErrorKeepsUnits(t *testing.T) {
+	ctx := context.Background()
+	fault := &failNext{name: "hget"}
+	r := ownClient(t, testenv.NewRedis(t), nil)
+	r.Client.AddHook(fault)
+	f := setup(t, r, 5, 1, 1, seckill.Config{})
+	if _, err := f.sl.Buy(ctx, "late", 1); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Add(16 * time.Minute)
+	fault.n.Store(1)
+	if n, err := f.sl.ReleaseDue(ctx); n != 0 || !errors.Is(err, errInjected) {
+		t.Fatalf("pass with a failing read: released %d, %v; want 0 and the error", n, err)
+	}
+	if left, _ := f.sl.RedisStock(ctx); left != 4 {
+		t.Fatalf("Redis stock %d after the failed pass, want 4 (unit still reserved)", left)
+	}
+	if n, err := f.sl.ReleaseDue(ctx); n != 1 || err != nil {
+		t.Fatalf("next pass released %d, %v; want 1", n, err)
+	}
+	f.deliver(ctx, nil)
+	orders, stock := f.sqlCounts(ctx)
+	if left, _ := f.sl.RedisStock(ctx); left != 5 || stock != 5 || orders[seckill.Released] != 1 {
+		t.Fatalf("Redis stock %d, SQL stock %d, orders %v; want all 5 back and one released order", left, stock, orders)
+	}
+}
