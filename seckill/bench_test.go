@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/testenv"
 )
 
@@ -16,7 +17,11 @@ import (
 func benchCampaign(b *testing.B) (*Sale, *testenv.Redis) {
 	ctx := context.Background()
 	r := testenv.NewRedis(b)
-	s, err := New(r.Client, testenv.NewSQL(b), Config{Namespace: r.Namespace})
+	ids, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(r.Client, testenv.NewSQL(b), Config{Namespace: r.Namespace, IDs: ids})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,7 +64,8 @@ func BenchmarkBuy(b *testing.B) {
 		start := time.Now()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				err := r.Client.EvalSha(ctx, sha, keys, sl.c.Limit, sl.s.deadline(), sl.c.ID, 0, "r"+strconv.FormatInt(n.Add(1), 10), 1).Err()
+				k := strconv.FormatInt(n.Add(1), 10)
+				err := r.Client.EvalSha(ctx, sha, keys, sl.c.Limit, sl.s.deadline(), sl.c.ID, 0, "r"+k, 1, "bench-0-"+k).Err()
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -99,7 +105,8 @@ func BenchmarkBuyBatched(b *testing.B) {
 		for i := 0; i < b.N; i += depth {
 			pipe := r.Client.Pipeline()
 			for range min(depth, b.N-i) {
-				pipe.EvalSha(ctx, sha, keys, sl.c.Limit, sl.s.deadline(), sl.c.ID, 0, "r"+strconv.FormatInt(n.Add(1), 10), 1)
+				k := strconv.FormatInt(n.Add(1), 10)
+				pipe.EvalSha(ctx, sha, keys, sl.c.Limit, sl.s.deadline(), sl.c.ID, 0, "r"+k, 1, "bench-0-"+k)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				b.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,10 +16,12 @@ import (
 
 var userPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
 
-// request is one buyer's ask.
+// request is one buyer's ask, with the number of its reservation id should
+// it get one.
 type request struct {
 	user string
 	qty  int64
+	n    int64
 }
 
 // admit checks a purchase before it reaches the stock: input, the
@@ -68,22 +71,39 @@ func (sl *Sale) Buy(ctx context.Context, user string, qty int64) (string, error)
 	if err := sl.admit(ctx, user, qty); err != nil {
 		return "", err
 	}
-	h := sl.home(user)
-	res, err := sl.decide(ctx, h, []request{{user, qty}})
+	r, err := sl.request(ctx, user, qty)
 	if err != nil {
 		return "", err
 	}
-	return sl.finish(ctx, request{user, qty}, h, res[0])
+	h := sl.home(user)
+	res, err := sl.decide(ctx, h, []request{r})
+	if err != nil {
+		return "", err
+	}
+	return sl.finish(ctx, r, h, res[0])
+}
+
+func (sl *Sale) request(ctx context.Context, user string, qty int64) (request, error) {
+	n, err := sl.s.cfg.IDs.Next(ctx)
+	if err != nil {
+		return request{}, fmt.Errorf("seckill: reservation id: %w", err)
+	}
+	return request{user: user, qty: qty, n: n}, nil
+}
+
+// id is the reservation id of r's units taken from bucket b.
+func (sl *Sale) id(b int, r request) string {
+	return sl.c.ID + "-" + strconv.Itoa(b) + "-" + strconv.FormatInt(r.n, 10)
 }
 
 // decide runs the home-bucket script for a batch of requests.
 func (sl *Sale) decide(ctx context.Context, bucket int, reqs []request) ([]string, error) {
-	args := make([]any, 0, 4+2*len(reqs))
+	args := make([]any, 0, 4+3*len(reqs))
 	args = append(args, sl.c.Limit, sl.s.deadline(), sl.c.ID, bucket)
 	for _, r := range reqs {
-		args = append(args, r.user, r.qty)
+		args = append(args, r.user, r.qty, sl.id(bucket, r))
 	}
-	keys := sl.bucketKeys(bucket, "stock", "quota", "res", "due", "outbox", "seq")
+	keys := sl.bucketKeys(bucket, "stock", "quota", "res", "due", "outbox")
 	out, err := buyScript.Run(ctx, sl.s.rdb, keys, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("seckill: buy on %s/%d: %w", sl.c.ID, bucket, err)
@@ -114,12 +134,13 @@ func (sl *Sale) finish(ctx context.Context, r request, h int, res string) (strin
 			if stocks[b] < r.qty {
 				continue
 			}
-			keys := sl.bucketKeys(b, "stock", "res", "due", "outbox", "seq")
-			id, err := takeScript.Run(ctx, sl.s.rdb, keys, c.ID, b, r.user, r.qty, h, sl.s.deadline()).Text()
+			keys := sl.bucketKeys(b, "stock", "res", "due", "outbox")
+			id := sl.id(b, r)
+			took, err := takeScript.Run(ctx, sl.s.rdb, keys, c.ID, id, r.user, r.qty, h, sl.s.deadline()).Bool()
 			if err != nil {
 				return "", fmt.Errorf("seckill: take from %s/%d: %w", c.ID, b, err) // the hold stays: no oversell
 			}
-			if id != "" {
+			if took {
 				return id, nil
 			}
 		}
@@ -198,7 +219,11 @@ func (b *Batcher) Buy(ctx context.Context, user string, qty int64) (string, erro
 		return "", err
 	}
 	h := b.sl.home(user)
-	w := &waiting{request: request{user, qty}, done: make(chan struct{})}
+	r, err := b.sl.request(ctx, user, qty)
+	if err != nil {
+		return "", err
+	}
+	w := &waiting{request: r, done: make(chan struct{})}
 	select {
 	case b.queues[h] <- w:
 	case <-ctx.Done():

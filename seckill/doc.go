@@ -20,6 +20,10 @@
 // bucket). A process dying between the two steps leaves a quota held without
 // a unit: the buyer loses a try, no unit is lost or sold twice.
 //
+// Reservation ids are "<campaign>-<bucket>-<n>", n from Config.IDs (a
+// snowflake) passed into the scripts: never from a Redis counter, which a
+// failover or a restart from an older snapshot rolls back.
+//
 // Coalescing: a Batcher folds the buyers waiting for one home bucket into one
 // script call, deciding them in order (the same user twice included). Every
 // buyer gets its own answer; batches form only under load.
@@ -27,7 +31,9 @@
 // Orders: the outbox streams are relayed to Kafka (an outbox.Relay over
 // Sale.Outboxes, keyed by campaign, entries deleted only after the broker acknowledged; while Kafka is
 // down they wait). HandleOrder creates the order row — the reservation id is
-// its primary key, so redelivery is harmless — and deducts the SQL stock in
+// its primary key, so redelivery is harmless, and a recorded id arriving with
+// another buyer, campaign or quantity is ErrIDConflict (poison), never taken
+// for a redelivery — and deducts the SQL stock in
 // the same transaction, guarded by n >= qty: if Redis ever sold more than SQL
 // holds (a failover lost decrements), the extra orders are Rejected. SQL never
 // records more units sold than there were.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/internal/sqlutil"
@@ -64,8 +65,8 @@ func (sl *Sale) createOrder(ctx context.Context, o Order) error {
 	defer tx.Rollback()
 	_, err = tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, pay_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		o.ID, c.ID, o.User, o.Qty, Pending, o.PayBy.UnixMilli(), s.cfg.Now().UnixMilli())
-	if sqlutil.IsDuplicate(err) {
-		return nil // delivered before, or released before it arrived
+	if sqlutil.IsDuplicate(err) { // delivered before, or released before it arrived — or a conflict
+		return sameOrder(ctx, tx, c.ID, o)
 	}
 	if err != nil {
 		return fmt.Errorf("seckill: insert order: %w", err)
@@ -80,6 +81,24 @@ func (sl *Sale) createOrder(ctx context.Context, o Order) error {
 		}
 	}
 	return tx.Commit()
+}
+
+// sameOrder checks that the order recorded under o.ID is o, so that only a
+// redelivery is taken for one.
+func sameOrder(ctx context.Context, tx *sqlx.Tx, campaign string, o Order) error {
+	var had struct {
+		Campaign string `db:"campaign"`
+		User     string `db:"user_id"`
+		Qty      int64  `db:"qty"`
+	}
+	if err := tx.GetContext(ctx, &had, `SELECT campaign, user_id, qty FROM seckill_orders WHERE id = ?`, o.ID); err != nil {
+		return fmt.Errorf("seckill: read order %s: %w", o.ID, err)
+	}
+	if had.Campaign != campaign || had.User != o.User || had.Qty != o.Qty {
+		return outbox.Poison(fmt.Errorf("%w: %s is %s × %d of %s, the message says %s × %d of %s",
+			ErrIDConflict, o.ID, had.User, had.Qty, had.Campaign, o.User, o.Qty, campaign))
+	}
+	return nil
 }
 
 // Pay marks a reservation paid. It is idempotent; it fails with ErrReleased

@@ -46,6 +46,10 @@ var (
 	// ErrBadMessage is a malformed order message; it is also
 	// outbox.ErrPoison, so consumers skip or dead-letter it.
 	ErrBadMessage = errors.New("seckill: bad order message")
+	// ErrIDConflict is an order message whose reservation id is recorded
+	// for another campaign, buyer or quantity: two reservations were given
+	// one id (a misconfigured id generator). It is poison; alert on it.
+	ErrIDConflict = errors.New("seckill: reservation id already recorded for another order")
 	// ErrNotReady is returned by Pay before the order row exists (the
 	// consumer has not caught up): retry.
 	ErrNotReady = errors.New("seckill: order not recorded yet")
@@ -66,10 +70,23 @@ type Campaign struct {
 	Ends    time.Time `db:"-"`
 }
 
+// IDGenerator issues the numbers of reservation ids. *idgen.Snowflake is
+// one.
+type IDGenerator interface {
+	Next(ctx context.Context) (int64, error)
+}
+
 // Config configures a Service. Zero values take the defaults in brackets.
 type Config struct {
 	// Namespace prefixes every Redis key.
 	Namespace string
+	// IDs numbers reservations; required. Use an *idgen.Snowflake whose
+	// node id no other live process uses, with a Checkpoint so that a
+	// restart with a clock that went back does not repeat ids. Ids are made
+	// here, not by a Redis counter: a failover or a restart from an older
+	// snapshot rolls a counter back, and a repeated id would record, pay or
+	// release someone else's order.
+	IDs IDGenerator
 	// PayTimeout is how long a reservation waits for payment before its
 	// units and the buyer's quota are released [15m].
 	PayTimeout time.Duration
@@ -107,8 +124,8 @@ func (sl *Sale) Campaign() Campaign { return sl.c }
 
 // New returns a Service. Call Migrate once to create its tables.
 func New(rdb redis.UniversalClient, db *sqlx.DB, cfg Config) (*Service, error) {
-	if rdb == nil || db == nil {
-		return nil, fmt.Errorf("%w: nil Redis client or database", ErrInvalid)
+	if rdb == nil || db == nil || cfg.IDs == nil {
+		return nil, fmt.Errorf("%w: nil Redis client, database or Config.IDs", ErrInvalid)
 	}
 	if cfg.PayTimeout == 0 {
 		cfg.PayTimeout = 15 * time.Minute

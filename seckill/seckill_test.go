@@ -12,6 +12,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/kafka"
 	"github.com/casebook-dev/casebook/outbox"
@@ -35,7 +36,7 @@ func setup(t *testing.T, r *testenv.Redis, stock, limit int64, buckets int, cfg 
 	t.Helper()
 	ctx := context.Background()
 	clk := testenv.NewClock(saleStart.Add(time.Second))
-	cfg.Namespace, cfg.Now = r.Namespace, clk.Now
+	cfg.Namespace, cfg.Now, cfg.IDs = r.Namespace, clk.Now, newIDs(t)
 	db := testenv.NewSQL(t)
 	s, err := seckill.New(r.Client, db, cfg)
 	if err != nil {
@@ -50,6 +51,19 @@ func setup(t *testing.T, r *testenv.Redis, stock, limit int64, buckets int, cfg 
 	}
 	t.Cleanup(func() { testenv.DeleteKeys(context.Background(), r.Client, "rate:"+r.Namespace+"*") })
 	return &fixture{t: t, s: s, sl: sl, r: r, db: db, clk: clk}
+}
+
+var nodes atomic.Int64
+
+// newIDs is a snowflake generator with a node id no other test in this
+// binary uses.
+func newIDs(t testing.TB) *idgen.Snowflake {
+	t.Helper()
+	ids, err := idgen.NewSnowflake(context.Background(), idgen.SnowflakeConfig{NodeID: nodes.Add(1) % (idgen.MaxNodeID + 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }
 
 // deliver relays the outbox to Kafka through send (nil: a real producer) and
@@ -527,7 +541,7 @@ func TestSaleKeepsRecordedRules(t *testing.T) {
 	}
 	rules := f.sl.Campaign()
 	rules.Limit, rules.Buckets, rules.Ends = 100, 1, saleStart.AddDate(1, 0, 0)
-	other, err := seckill.New(f.r.Client, f.db, seckill.Config{Namespace: f.r.Namespace, Now: f.clk.Now})
+	other, err := seckill.New(f.r.Client, f.db, seckill.Config{Namespace: f.r.Namespace, Now: f.clk.Now, IDs: newIDs(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,5 +598,82 @@ func TestReleaseRedisErrorKeepsUnits(t *testing.T) {
 	orders, stock := f.sqlCounts(ctx)
 	if left, _ := f.sl.RedisStock(ctx); left != 5 || stock != 5 || orders[seckill.Released] != 1 {
 		t.Fatalf("Redis stock %d, SQL stock %d, orders %v; want all 5 back and one released order", left, stock, orders)
+	}
+}
+
+// Redis comes back from an older snapshot (a restart, or a failover to a
+// replica that missed writes) after some reservations were recorded: the
+// buyers after it still get ids never used before, and each order row belongs
+// to the buyer who was given its id.
+func TestIDsNeverRepeatAfterRedisRollback(t *testing.T) {
+	ctx := context.Background()
+	r, server := testenv.NewPrivateRedis(t)
+	f := setup(t, r, 10, 1, 1, seckill.Config{})
+	owner := map[string]string{}
+	buy := func(users ...string) {
+		for _, u := range users {
+			id, err := f.sl.Buy(ctx, u, 1)
+			if err != nil {
+				t.Fatalf("%s: %v", u, err)
+			}
+			if owner[id] != "" {
+				t.Errorf("id %s given to %s and to %s", id, owner[id], u)
+			}
+			owner[id] = u
+		}
+	}
+	buy("u1", "u2")
+	if err := r.Client.Save(ctx).Err(); err != nil { // what the restart comes back to
+		t.Fatal(err)
+	}
+	buy("u3", "u4")
+	f.deliver(ctx, nil)
+	if err := server.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	buy("u5", "u6")
+	f.deliver(ctx, nil)
+	for id, u := range owner {
+		var got string
+		if err := f.db.GetContext(ctx, &got, `SELECT user_id FROM seckill_orders WHERE id = ?`, id); err != nil || got != u {
+			t.Errorf("order %s: user %q (%v), want %s", id, got, err, u)
+		}
+	}
+}
+
+// An order message reusing a recorded id for another buyer, campaign or
+// quantity is not taken for a redelivery: it is a poison conflict, and the
+// recorded order stays as it was. The same order delivered again is fine.
+func TestReusedIDIsAConflict(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), 10, 2, 1, seckill.Config{})
+	id, err := f.sl.Buy(ctx, "alice", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.deliver(ctx, nil)
+	var payBy int64
+	if err := f.db.GetContext(ctx, &payBy, `SELECT pay_by FROM seckill_orders WHERE id = ?`, id); err != nil {
+		t.Fatal(err)
+	}
+	msg := func(user string, qty int64) []byte {
+		return seckill.EncodeOrderMessage(seckill.OrderMessage{Campaign: "c1", Orders: []seckill.Order{{ID: id, User: user, Qty: qty, PayBy: time.UnixMilli(payBy)}}})
+	}
+	for _, m := range [][]byte{msg("mallory", 1), msg("alice", 2)} {
+		if err := f.s.HandleOrder(ctx, []byte("c1"), m); !errors.Is(err, outbox.ErrPoison) || !errors.Is(err, seckill.ErrIDConflict) {
+			t.Fatalf("conflicting order %s: %v; want ErrIDConflict, poison", m, err)
+		}
+	}
+	if err := f.s.HandleOrder(ctx, []byte("c1"), msg("alice", 1)); err != nil {
+		t.Fatalf("redelivery: %v", err)
+	}
+	var user string
+	var qty int64
+	row := f.db.QueryRowContext(ctx, `SELECT user_id, qty FROM seckill_orders WHERE id = ?`, id)
+	if err := row.Scan(&user, &qty); err != nil || user != "alice" || qty != 1 {
+		t.Fatalf("order %s is now %s × %d (%v)", id, user, qty, err)
+	}
+	if orders, stock := f.sqlCounts(ctx); orders[seckill.Pending] != 1 || stock != 9 {
+		t.Fatalf("SQL %v, stock %d", orders, stock)
 	}
 }

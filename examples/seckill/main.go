@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/kafka"
 	"github.com/casebook-dev/casebook/outbox"
 	"github.com/casebook-dev/casebook/seckill"
@@ -37,7 +38,12 @@ func main() {
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	svc, err := seckill.New(r.Client, sqlb.DB, seckill.Config{Namespace: ns, Now: clock})
+	// Reservation ids come from a snowflake node: give every process its
+	// own node id, and a checkpoint so that a restart with a clock that went
+	// back cannot repeat ids.
+	ids, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 1, Checkpoint: idgen.NewRedisCheckpoint(r.Client, ns+":snowflake:1")})
+	check(err)
+	svc, err := seckill.New(r.Client, sqlb.DB, seckill.Config{Namespace: ns, Now: clock, IDs: ids})
 	check(err)
 	check(svc.Migrate(ctx))
 	_, err = svc.Create(ctx, seckill.Campaign{ID: "double11", SKU: "phone-128g", Stock: 1000, Limit: 1, Buckets: 8,
