@@ -103,37 +103,45 @@ func sameOrder(ctx context.Context, tx *sqlx.Tx, campaign string, o Order) error
 
 // Pay marks a reservation paid. It is idempotent; it fails with ErrReleased
 // when the timeout won the race (refund, never "paid"), and with ErrNotReady
-// before the order row exists.
+// before the order row exists. It returns nil only once SQL records the order
+// paid.
 func (s *Service) Pay(ctx context.Context, id string) error {
 	sl, b, err := s.reservation(ctx, id)
 	if err != nil {
 		return err
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ? AND status = ?`, Paid, id, Pending)
-	if err != nil {
-		return fmt.Errorf("seckill: pay: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		switch status, err := s.status(ctx, id); {
-		case err != nil:
-			return err
-		case status == "":
-			return ErrNotReady
-		case status == Released || status == Rejected:
-			return fmt.Errorf("%w: %s is %s", ErrReleased, id, status)
-		}
-		// Paid before: fall through to make sure Redis forgot it.
+	if err := s.markPaid(ctx, id); err != nil {
+		return err
 	}
 	return sl.close(ctx, b, id, false)
 }
 
-func (s *Service) status(ctx context.Context, id string) (string, error) {
-	var st string
-	err := s.db.GetContext(ctx, &st, `SELECT status FROM seckill_orders WHERE id = ?`, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
+// markPaid returns nil when its conditional UPDATE recorded the payment or
+// the order was found paid before; the outcome never rests on a status read
+// that a concurrent writer can change.
+func (s *Service) markPaid(ctx context.Context, id string) error {
+	for {
+		res, err := s.db.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ? AND status = ?`, Paid, id, Pending)
+		if err != nil {
+			return fmt.Errorf("seckill: pay: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		var status string
+		err = s.db.GetContext(ctx, &status, `SELECT status FROM seckill_orders WHERE id = ?`, id)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return ErrNotReady
+		case err != nil:
+			return fmt.Errorf("seckill: pay: %w", err)
+		case status == Paid:
+			return nil // a repeated callback
+		case status == Released || status == Rejected:
+			return fmt.Errorf("%w: %s is %s", ErrReleased, id, status)
+		}
+		// Pending: the row was created after the UPDATE looked; try again.
 	}
-	return st, err
 }
 
 // splitID splits a reservation id "<campaign>-<bucket>-<number>".

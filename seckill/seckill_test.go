@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -90,6 +91,32 @@ func (f *fixture) deliver(ctx context.Context, send outbox.Publisher) int {
 		f.t.Fatalf("consumer handled %d of %d events: %v", c.Handled(), relayed, err)
 	}
 	return relayed
+}
+
+// collect is a Publisher that keeps the values it is given.
+type collect struct {
+	mu     sync.Mutex
+	values [][]byte
+}
+
+func (c *collect) Publish(_ context.Context, ms []outbox.Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range ms {
+		c.values = append(c.values, m.Value)
+	}
+	return nil
+}
+
+// drain empties the outbox and returns the order messages it held, for a
+// test to hand to HandleOrder itself.
+func (f *fixture) drain(ctx context.Context) [][]byte {
+	f.t.Helper()
+	c := &collect{}
+	if _, err := outbox.NewRelay(f.r.Client, f.sl.Outboxes(), "orders", c).DrainAll(ctx); err != nil {
+		f.t.Fatal(err)
+	}
+	return c.values
 }
 
 func dial(t *testing.T, brokers []string) *kafka.Publisher {
@@ -675,5 +702,55 @@ func TestReusedIDIsAConflict(t *testing.T) {
 	}
 	if orders, stock := f.sqlCounts(ctx); orders[seckill.Pending] != 1 || stock != 9 {
 		t.Fatalf("SQL %v, stock %d", orders, stock)
+	}
+}
+
+// Pay races the consumer creating the orders: every payment that returns nil
+// is recorded (the order is paid in SQL and closed in Redis), whichever of the
+// two got there first.
+func TestPayRacesOrderCreation(t *testing.T) {
+	ctx := context.Background()
+	const n = 400
+	f := setup(t, testenv.NewRedis(t), n, 1, 4, seckill.Config{})
+	ids := make([]string, n)
+	for i := range ids {
+		id, err := f.sl.Buy(ctx, fmt.Sprintf("p%d", i), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	values := f.drain(ctx)
+	var wg sync.WaitGroup
+	for w := range 4 { // consumers, one per partition
+		wg.Go(func() {
+			for i := w; i < len(values); i += 4 {
+				if err := f.s.HandleOrder(ctx, nil, values[i]); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	for _, id := range ids {
+		wg.Go(func() {
+			for {
+				err := f.s.Pay(ctx, id)
+				if !errors.Is(err, seckill.ErrNotReady) {
+					if err != nil {
+						t.Errorf("pay %s: %v", id, err)
+					}
+					return
+				}
+				time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
+			}
+		})
+	}
+	wg.Wait()
+	orders, stock := f.sqlCounts(ctx)
+	if orders[seckill.Paid] != n || len(orders) != 1 || stock != 0 {
+		t.Fatalf("every Pay returned nil, yet SQL has %v, stock %d; want %d paid", orders, stock, n)
+	}
+	if rep, err := f.sl.Reconcile(ctx, false); err != nil || rep.Open != 0 {
+		t.Fatalf("reservations still open in Redis: %+v, %v", rep, err)
 	}
 }
