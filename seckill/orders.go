@@ -58,29 +58,25 @@ func (s *Service) HandleOrder(ctx context.Context, _, value []byte) error {
 // createOrder records one reservation as an order (see HandleOrder).
 func (sl *Sale) createOrder(ctx context.Context, o Order) error {
 	s, c := sl.s, sl.c
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	_, err = tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, pay_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		o.ID, c.ID, o.User, o.Qty, Pending, o.PayBy.UnixMilli(), s.cfg.Now().UnixMilli())
-	if sqlutil.IsDuplicate(err) { // delivered before, or released before it arrived — or a conflict
-		return sameOrder(ctx, tx, c.ID, o)
-	}
-	if err != nil {
-		return fmt.Errorf("seckill: insert order: %w", err)
-	}
-	res, err := tx.ExecContext(ctx, `UPDATE seckill_stock SET n = n - ? WHERE sku = ? AND n >= ?`, o.Qty, c.SKU, o.Qty)
-	if err != nil {
-		return fmt.Errorf("seckill: deduct stock: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		if _, err := tx.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ?`, Rejected, o.ID); err != nil {
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, pay_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			o.ID, c.ID, o.User, o.Qty, Pending, o.PayBy.UnixMilli(), s.cfg.Now().UnixMilli())
+		if sqlutil.IsDuplicate(err) { // delivered before, or released before it arrived — or a conflict
+			return sameOrder(ctx, tx, c.ID, o)
+		}
+		if err != nil {
+			return fmt.Errorf("seckill: insert order: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE seckill_stock SET n = n - ? WHERE sku = ? AND n >= ?`, o.Qty, c.SKU, o.Qty)
+		if err != nil {
+			return fmt.Errorf("seckill: deduct stock: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
 			return err
 		}
-	}
-	return tx.Commit()
+		_, err = tx.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ?`, Rejected, o.ID)
+		return err
+	})
 }
 
 // sameOrder checks that the order recorded under o.ID is o, so that only a
@@ -113,14 +109,15 @@ func (s *Service) Pay(ctx context.Context, id string) error {
 	if err := s.markPaid(ctx, id); err != nil {
 		return err
 	}
-	return sl.close(ctx, b, id, false)
+	_, err = sl.close(ctx, b, id, false)
+	return err
 }
 
 // markPaid returns nil when its conditional UPDATE recorded the payment or
 // the order was found paid before; the outcome never rests on a status read
 // that a concurrent writer can change.
 func (s *Service) markPaid(ctx context.Context, id string) error {
-	for {
+	return withRetry(ctx, func() error {
 		res, err := s.db.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ? AND status = ?`, Paid, id, Pending)
 		if err != nil {
 			return fmt.Errorf("seckill: pay: %w", err)
@@ -140,8 +137,8 @@ func (s *Service) markPaid(ctx context.Context, id string) error {
 		case status == Released || status == Rejected:
 			return fmt.Errorf("%w: %s is %s", ErrReleased, id, status)
 		}
-		// Pending: the row was created after the UPDATE looked; try again.
-	}
+		return errDecideAgain // pending: the row was created after the UPDATE looked
+	})
 }
 
 // splitID splits a reservation id "<campaign>-<bucket>-<number>".
@@ -180,23 +177,24 @@ func (s *Service) reservation(ctx context.Context, id string) (*Sale, int, error
 
 // close removes a reservation from its bucket (restocking it if asked) and,
 // when restocked, gives the buyer's quota back, once.
-func (sl *Sale) close(ctx context.Context, b int, id string, restock bool) error {
+// It reports whether this call restocked it.
+func (sl *Sale) close(ctx context.Context, b int, id string, restock bool) (bool, error) {
 	flag := "0"
 	if restock {
 		flag = "1"
 	}
 	r, err := releaseScript.Run(ctx, sl.s.rdb, sl.bucketKeys(b, "stock", "res", "due"), id, flag).Text()
 	if err != nil {
-		return fmt.Errorf("seckill: close %s: %w", id, err)
+		return false, fmt.Errorf("seckill: close %s: %w", id, err)
 	}
 	if !restock || r == "" {
-		return nil
+		return false, nil
 	}
 	user, qty, h, err := parseReservation(r)
 	if err != nil {
-		return err
+		return true, err
 	}
-	return sl.unquota(ctx, user, qty, h, id)
+	return true, sl.unquota(ctx, user, qty, h, id)
 }
 
 func parseReservation(r string) (user string, qty int64, home int, err error) {
@@ -215,100 +213,99 @@ func parseReservation(r string) (user string, qty int64, home int, err error) {
 	return r[:j], qty, home, nil
 }
 
-// ReleaseDue releases the reservations whose payment deadline passed
-// and returns how many it released. SQL decides each one: the conditional
-// UPDATE pending → released races Pay's pending → paid, and exactly one wins.
-// A released order returns its units to SQL's stock in the same transaction,
-// then to Redis with the buyer's quota. An order the consumer has not created
-// yet is recorded as released first, so its late event changes nothing.
+// ReleaseDue releases the reservations whose payment deadline passed and
+// returns how many this pass returned to the stock (concurrent passes never
+// count one twice). SQL decides each one: the conditional UPDATE pending →
+// released races Pay's pending → paid, and exactly one wins. A released order
+// returns its units to SQL's stock in the same transaction, then to Redis with
+// the buyer's quota. An order the consumer has not created yet is recorded as
+// released first, so its late event changes nothing. A reservation that meets
+// an error stays due for the next pass; the others are still released.
 func (sl *Sale) ReleaseDue(ctx context.Context) (int, error) {
-	s, c := sl.s, sl.c
-	now := strconv.FormatInt(s.cfg.Now().UnixMilli(), 10)
+	now := strconv.FormatInt(sl.s.cfg.Now().UnixMilli(), 10)
 	released := 0
-	for b := range c.Buckets {
-		due, err := s.rdb.ZRangeByScoreWithScores(ctx, sl.key(b, "due"), &redis.ZRangeBy{Min: "-inf", Max: now}).Result()
+	var errs []error
+	for b := range sl.c.Buckets {
+		due, err := sl.s.rdb.ZRangeByScoreWithScores(ctx, sl.key(b, "due"), &redis.ZRangeBy{Min: "-inf", Max: now}).Result()
 		if err != nil {
-			return released, fmt.Errorf("seckill: due of %s/%d: %w", c.ID, b, err)
+			errs = append(errs, fmt.Errorf("seckill: due of %s/%d: %w", sl.c.ID, b, err))
+			continue
 		}
 		for _, z := range due {
-			id := z.Member.(string)
-			restock, err := sl.decideRelease(ctx, b, id, int64(z.Score))
-			if err != nil {
-				return released, err
+			if err := ctx.Err(); err != nil {
+				return released, errors.Join(append(errs, err)...)
 			}
-			if err := sl.close(ctx, b, id, restock); err != nil {
-				return released, err
-			}
-			if restock {
+			restocked, err := sl.release(ctx, b, z.Member.(string), int64(z.Score))
+			if restocked {
 				released++
+			}
+			if err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
-	return released, nil
+	return released, errors.Join(errs...)
 }
 
-// decideRelease settles id in SQL and reports whether its units go back.
-func (sl *Sale) decideRelease(ctx context.Context, b int, id string, payBy int64) (bool, error) {
-	s, c := sl.s, sl.c
-	for range 3 {
-		tx, err := s.db.BeginTxx(ctx, nil)
-		if err != nil {
-			return false, err
-		}
+// release settles one due reservation and reports whether this call
+// returned its units to the stock.
+func (sl *Sale) release(ctx context.Context, b int, id string, payBy int64) (bool, error) {
+	restock, err := sl.decideRelease(ctx, b, id, payBy)
+	if err != nil {
+		return false, err
+	}
+	return sl.close(ctx, b, id, restock)
+}
+
+// decideRelease settles id in SQL and reports whether its units go back:
+// this call released it, or a release was decided before (Redis may not have
+// been told; the close script restocks once whoever runs it).
+func (sl *Sale) decideRelease(ctx context.Context, b int, id string, payBy int64) (restock bool, err error) {
+	err = sl.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		restock = false
 		res, err := tx.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ? AND status = ?`, Released, id, Pending)
 		if err != nil {
-			tx.Rollback()
-			return false, err
+			return fmt.Errorf("seckill: release %s: %w", id, err)
 		}
-		if n, _ := res.RowsAffected(); n == 1 {
-			var qty int64
-			if err := tx.GetContext(ctx, &qty, `SELECT qty FROM seckill_orders WHERE id = ?`, id); err != nil {
-				tx.Rollback()
-				return false, err
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE seckill_stock SET n = n + ? WHERE sku = ?`, qty, c.SKU); err != nil {
-				tx.Rollback()
-				return false, err
-			}
-			return true, tx.Commit()
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 1 {
+			restock = true
+			_, err := tx.ExecContext(ctx, `UPDATE seckill_stock SET n = n + (SELECT qty FROM seckill_orders WHERE id = ?) WHERE sku = ?`, id, sl.c.SKU)
+			return err
 		}
 		var status string
 		err = tx.GetContext(ctx, &status, `SELECT status FROM seckill_orders WHERE id = ?`, id)
 		if errors.Is(err, sql.ErrNoRows) {
-			// The event is still on its way: record the release first.
-			r, rerr := s.rdb.HGet(ctx, sl.key(b, "res"), id).Result()
-			if errors.Is(rerr, redis.Nil) {
-				tx.Rollback()
-				return false, nil // already closed in Redis: nothing to release
-			}
-			if rerr != nil { // unknown: leave it for the next pass
-				tx.Rollback()
-				return false, fmt.Errorf("seckill: read reservation %s: %w", id, rerr)
-			}
-			user, qty, _, perr := parseReservation(r)
-			if perr != nil {
-				tx.Rollback()
-				return false, perr
-			}
-			_, err = tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, pay_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-				id, c.ID, user, qty, Released, payBy, s.cfg.Now().UnixMilli())
-			if sqlutil.IsDuplicate(err) {
-				tx.Rollback()
-				continue // the consumer got there first: decide again
-			}
-			if err != nil {
-				tx.Rollback()
-				return false, err
-			}
-			return true, tx.Commit()
-		}
-		tx.Rollback()
-		if err != nil {
-			return false, err
+			restock, err = sl.releaseUnrecorded(ctx, tx, b, id, payBy)
+			return err
 		}
 		// Paid keeps its units; Rejected never had SQL units; Released
-		// was decided before (Redis may not have been told).
-		return status == Released, nil
+		// was decided before.
+		restock = status == Released
+		return err
+	})
+	return restock, err
+}
+
+// releaseUnrecorded records as released a reservation whose order event is
+// still on its way, so that the event changes nothing when it arrives.
+func (sl *Sale) releaseUnrecorded(ctx context.Context, tx *sqlx.Tx, b int, id string, payBy int64) (bool, error) {
+	r, err := sl.s.rdb.HGet(ctx, sl.key(b, "res"), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil // closed in Redis already: nothing to release
 	}
-	return false, fmt.Errorf("seckill: release %s: kept racing the consumer", id)
+	if err != nil { // unknown: leave it for the next pass
+		return false, fmt.Errorf("seckill: read reservation %s: %w", id, err)
+	}
+	user, qty, _, err := parseReservation(r)
+	if err != nil {
+		return false, err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, pay_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		id, sl.c.ID, user, qty, Released, payBy, sl.s.cfg.Now().UnixMilli())
+	if sqlutil.IsDuplicate(err) {
+		return false, errDecideAgain // the consumer got there first
+	}
+	return err == nil, err
 }

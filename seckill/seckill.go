@@ -173,22 +173,20 @@ func (s *Service) Create(ctx context.Context, c Campaign) (*Sale, error) {
 	case !c.Ends.After(c.Starts):
 		return nil, fmt.Errorf("%w: ends %v not after starts %v", ErrInvalid, c.Ends, c.Starts)
 	}
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_campaigns (id, sku, stock, per_user, buckets, starts_at, ends_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, c.SKU, c.Stock, c.Limit, c.Buckets, c.Starts.UnixMilli(), c.Ends.UnixMilli()); err != nil {
-		if sqlutil.IsDuplicate(err) {
-			return nil, fmt.Errorf("%w: campaign %s exists", ErrInvalid, c.ID)
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_campaigns (id, sku, stock, per_user, buckets, starts_at, ends_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			c.ID, c.SKU, c.Stock, c.Limit, c.Buckets, c.Starts.UnixMilli(), c.Ends.UnixMilli()); err != nil {
+			if sqlutil.IsDuplicate(err) {
+				return fmt.Errorf("%w: campaign %s exists", ErrInvalid, c.ID)
+			}
+			return fmt.Errorf("seckill: create campaign: %w", err)
 		}
-		return nil, fmt.Errorf("seckill: create campaign: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_stock (sku, n) VALUES (?, ?)`, c.SKU, c.Stock); err != nil {
-		return nil, fmt.Errorf("seckill: stock of %s: %w", c.SKU, err)
-	}
-	if err := tx.Commit(); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_stock (sku, n) VALUES (?, ?)`, c.SKU, c.Stock); err != nil {
+			return fmt.Errorf("seckill: stock of %s: %w", c.SKU, err)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	sl, err := s.Open(ctx, c.ID)

@@ -754,3 +754,85 @@ func TestPayRacesOrderCreation(t *testing.T) {
 		t.Fatalf("reservations still open in Redis: %+v, %v", rep, err)
 	}
 }
+
+// Several release passes race the consumer creating the orders and the
+// buyers paying them, all reservations being due: no pass fails (deadlocks
+// and lock waits are retried), the passes' counts add up to exactly the
+// releases made, and every unit and quota comes back exactly once.
+func TestReleaseRacesConsumerAndPay(t *testing.T) {
+	ctx := context.Background()
+	const n = 300
+	f := setup(t, testenv.NewRedis(t), n, 1, 4, seckill.Config{})
+	ids := make([]string, n)
+	for i := range ids {
+		id, err := f.sl.Buy(ctx, fmt.Sprintf("u%d", i), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	values := f.drain(ctx)
+	f.clk.Add(16 * time.Minute)
+	var released, paid, refused atomic.Int64
+	release := func() {
+		k, err := f.sl.ReleaseDue(ctx)
+		if err != nil {
+			t.Errorf("release pass: %v", err)
+		}
+		released.Add(int64(k))
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < len(values); i += 4 {
+				if err := f.s.HandleOrder(ctx, nil, values[i]); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		wg.Go(func() {
+			for range 3 {
+				release()
+			}
+		})
+	}
+	for _, id := range ids {
+		wg.Go(func() {
+			for {
+				switch err := f.s.Pay(ctx, id); {
+				case err == nil:
+					paid.Add(1)
+				case errors.Is(err, seckill.ErrReleased):
+					refused.Add(1)
+				case errors.Is(err, seckill.ErrNotReady):
+					time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
+					continue
+				default:
+					t.Errorf("pay %s: %v", id, err)
+				}
+				return
+			}
+		})
+	}
+	wg.Wait()
+	release() // whatever the racing passes had not reached
+	orders, stock := f.sqlCounts(ctx)
+	left, _ := f.sl.RedisStock(ctx)
+	if paid.Load()+refused.Load() != n || orders[seckill.Paid] != paid.Load() || orders[seckill.Released] != refused.Load() ||
+		released.Load() != refused.Load() || stock != refused.Load() || left != refused.Load() {
+		t.Fatalf("paid %d, refused %d, passes counted %d released; SQL %v, stock %d; Redis stock %d",
+			paid.Load(), refused.Load(), released.Load(), orders, stock, left)
+	}
+	for i := range n { // quotas: back for the released, kept by the payers
+		_, err := f.sl.Buy(ctx, fmt.Sprintf("u%d", i), 1)
+		if err != nil && !errors.Is(err, seckill.ErrLimitReached) {
+			t.Fatal(err)
+		}
+		if err == nil {
+			paid.Add(1)
+		}
+	}
+	if paid.Load() != n {
+		t.Fatalf("%d users hold a unit or a quota after buying again, want all %d", paid.Load(), n)
+	}
+}
