@@ -96,17 +96,25 @@ func (sl *Sale) id(b int, r request) string {
 	return sl.c.ID + "-" + strconv.Itoa(b) + "-" + strconv.FormatInt(r.n, 10)
 }
 
-// decide runs the home-bucket script for a batch of requests.
-func (sl *Sale) decide(ctx context.Context, bucket int, reqs []request) ([]string, error) {
-	args := make([]any, 0, 4+3*len(reqs))
-	args = append(args, sl.c.Limit, sl.s.deadline(), sl.c.ID, bucket)
+// decide runs the home-bucket script for a batch of requests and returns
+// one answer letter per request (see buy.lua).
+func (sl *Sale) decide(ctx context.Context, bucket int, reqs []request) (string, error) {
+	only := 0
+	if sl.c.Buckets == 1 {
+		only = 1
+	}
+	args := make([]any, 0, 6+3*len(reqs))
+	args = append(args, sl.c.Limit, sl.s.deadline(), sl.c.ID, bucket, only, sl.recentTTL())
 	for _, r := range reqs {
 		args = append(args, r.user, r.qty, sl.id(bucket, r))
 	}
-	keys := sl.bucketKeys(bucket, "stock", "quota", "res", "due", "outbox")
-	out, err := buyScript.Run(ctx, sl.s.rdb, keys, args...).StringSlice()
+	keys := append(sl.bucketKeys(bucket, "stock", "quota", "res", "due", "outbox"), sl.recent(bucket))
+	out, err := buyScript.Run(ctx, sl.s.rdb, keys, args...).Text()
 	if err != nil {
-		return nil, fmt.Errorf("seckill: buy on %s/%d: %w", sl.c.ID, bucket, err)
+		return "", fmt.Errorf("seckill: buy on %s/%d: %w", sl.c.ID, bucket, err)
+	}
+	if len(out) != len(reqs) {
+		return "", fmt.Errorf("seckill: buy on %s/%d: %d answers for %d buyers", sl.c.ID, bucket, len(out), len(reqs))
 	}
 	return out, nil
 }
@@ -116,12 +124,16 @@ func (s *Service) deadline() int64 { return s.cfg.Now().Add(s.cfg.PayTimeout).Un
 // finish turns the home bucket's answer into the buyer's: a reservation,
 // the limit, or — the home bucket being empty — stock from another bucket,
 // else the held quota back and sold out.
-func (sl *Sale) finish(ctx context.Context, r request, h int, res string) (string, error) {
+func (sl *Sale) finish(ctx context.Context, r request, h int, answer byte) (string, error) {
 	c := sl.c
-	switch res {
-	case "L":
+	switch answer {
+	case 'R':
+		return sl.id(h, r), nil
+	case 'L':
 		return "", ErrLimitReached
-	case "H":
+	case 'S':
+		return "", ErrSoldOut
+	case 'H':
 		// One pipelined read says which buckets may still serve, so a
 		// sold-out buyer costs one round trip, not one per bucket; the
 		// take script is what decides.
@@ -144,23 +156,26 @@ func (sl *Sale) finish(ctx context.Context, r request, h int, res string) (strin
 				return id, nil
 			}
 		}
-		if err := sl.unquota(ctx, r.user, r.qty, h, "hold:"+token()); err != nil {
+		if err := sl.unquota(ctx, r.user, r.qty, h, "hold:"+sl.id(h, r)); err != nil {
 			return "", err
 		}
 		return "", ErrSoldOut
 	}
-	return res, nil
+	return "", fmt.Errorf("seckill: buy on %s/%d: unknown answer %q", c.ID, h, answer)
 }
 
-func (sl *Sale) unquota(ctx context.Context, user string, qty int64, h int, tok string) error {
-	keys := sl.bucketKeys(h, "quota", "unquota")
-	if err := unquotaScript.Run(ctx, sl.s.rdb, keys, user, qty, tok).Err(); err != nil {
+// unquota gives user's quota back on its home bucket h, once per token.
+func (sl *Sale) unquota(ctx context.Context, user string, qty int64, h int, token string) error {
+	keys := []string{sl.key(h, "quota"), sl.recent(h)}
+	if err := unquotaScript.Run(ctx, sl.s.rdb, keys, user, qty, token, sl.recentTTL()).Err(); err != nil {
 		return fmt.Errorf("seckill: return quota of %s: %w", user, err)
 	}
 	return nil
 }
 
-func token() string {
+// callID names one script call, so that the same call sent again (same
+// arguments) is recognised by the script.
+func callID() string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return hex.EncodeToString(b)
@@ -191,7 +206,7 @@ type BatchConfig struct {
 
 type waiting struct {
 	request
-	res  string
+	res  byte
 	err  error
 	done chan struct{}
 }

@@ -24,6 +24,14 @@
 // snowflake) passed into the scripts: never from a Redis counter, which a
 // failover or a restart from an older snapshot rolls back.
 //
+// Retries: go-redis sends a command again when its reply is lost (3 times by
+// default), and a script that acted would act twice. Every script that
+// changes state recognises its own second run: a buy or take by the
+// reservation id the caller made, a hold, a quota return or a close by a
+// record kept in a per-bucket hash for Config.RetryWindow. So one Buy leaves
+// one reservation and gets the first run's answer, whatever the client's
+// retry settings.
+//
 // Coalescing: a Batcher folds the buyers waiting for one home bucket into one
 // script call, deciding them in order (the same user twice included). Every
 // buyer gets its own answer; batches form only under load.

@@ -183,7 +183,8 @@ func (sl *Sale) close(ctx context.Context, b int, id string, restock bool) (bool
 	if restock {
 		flag = "1"
 	}
-	r, err := releaseScript.Run(ctx, sl.s.rdb, sl.bucketKeys(b, "stock", "res", "due"), id, flag).Text()
+	keys := append(sl.bucketKeys(b, "stock", "res", "due"), sl.recent(b))
+	r, err := closeScript.Run(ctx, sl.s.rdb, keys, id, callID(), flag, sl.recentTTL()).Text()
 	if err != nil {
 		return false, fmt.Errorf("seckill: close %s: %w", id, err)
 	}

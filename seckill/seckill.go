@@ -26,13 +26,13 @@ var (
 	takeLua string
 	//go:embed unquota.lua
 	unquotaLua string
-	//go:embed release.lua
-	releaseLua string
+	//go:embed close.lua
+	closeLua string
 
 	buyScript     = redis.NewScript(buyLua)
 	takeScript    = redis.NewScript(takeLua)
 	unquotaScript = redis.NewScript(unquotaLua)
-	releaseScript = redis.NewScript(releaseLua)
+	closeScript   = redis.NewScript(closeLua)
 )
 
 var (
@@ -90,6 +90,14 @@ type Config struct {
 	// PayTimeout is how long a reservation waits for payment before its
 	// units and the buyer's quota are released [15m].
 	PayTimeout time.Duration
+	// RetryWindow is how long a script call that changed state can be sent
+	// again — by go-redis after a lost reply, which it does by default — and
+	// still be recognised instead of acting twice [30s]. Make it longer than
+	// the client's longest retry: MaxRetries × (ReadTimeout + MaxRetryBackoff
+	// + DialTimeout) is 3 × (3 s + 0.5 s + 5 s) ≈ 26 s with go-redis'
+	// defaults. Must be below PayTimeout. Cost: ~60 bytes of Redis memory per
+	// hold, release and payment, kept one to two windows.
+	RetryWindow time.Duration
 	// UserLimit and GlobalLimit rate-limit Buy per user and per campaign at
 	// the entrance (zero: no limit).
 	UserLimit   redis_rate.Limit
@@ -130,11 +138,14 @@ func New(rdb redis.UniversalClient, db *sqlx.DB, cfg Config) (*Service, error) {
 	if cfg.PayTimeout == 0 {
 		cfg.PayTimeout = 15 * time.Minute
 	}
+	if cfg.RetryWindow == 0 {
+		cfg.RetryWindow = 30 * time.Second
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.PayTimeout < 0 {
-		return nil, fmt.Errorf("%w: pay timeout %v", ErrInvalid, cfg.PayTimeout)
+	if cfg.RetryWindow < time.Millisecond || cfg.PayTimeout <= cfg.RetryWindow {
+		return nil, fmt.Errorf("%w: retry window %v must be ≥ 1ms and below the pay timeout %v", ErrInvalid, cfg.RetryWindow, cfg.PayTimeout)
 	}
 	return &Service{rdb: rdb, db: db, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "seckill")),
 		limiter: redis_rate.NewLimiter(rdb), sales: map[string]*Sale{}}, nil
@@ -256,6 +267,18 @@ func (s *Service) readCampaign(ctx context.Context, id string) (Campaign, error)
 func (sl *Sale) key(bucket int, part string) string {
 	return sl.s.space.Key(sl.c.ID+":"+strconv.Itoa(bucket), part)
 }
+
+// recent is the bucket's hash of what calls made in this retry window need
+// to recognise themselves if sent again: one hash per window, expiring after
+// two, so memory stays bounded however long a sale runs. A call sent again
+// carries the same key, being the same command.
+func (sl *Sale) recent(bucket int) string {
+	w := sl.s.cfg.RetryWindow.Milliseconds()
+	return sl.s.space.Key(sl.c.ID+":"+strconv.Itoa(bucket), "recent", strconv.FormatInt(sl.s.cfg.Now().UnixMilli()/w, 10))
+}
+
+// recentTTL is how long (ms) a recent hash lives after its last write.
+func (sl *Sale) recentTTL() int64 { return 2 * sl.s.cfg.RetryWindow.Milliseconds() }
 
 // bucketKeys are the keys of one bucket, in the order the scripts take them.
 func (sl *Sale) bucketKeys(b int, parts ...string) []string {

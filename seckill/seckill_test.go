@@ -604,7 +604,7 @@ func TestSaleKeepsRecordedRules(t *testing.T) {
 func TestReleaseRedisErrorKeepsUnits(t *testing.T) {
 	ctx := context.Background()
 	fault := &failNext{name: "hget"}
-	r := ownClient(t, testenv.NewRedis(t), nil)
+	r := ownClient(t, testenv.NewRedis(t), "")
 	r.Client.AddHook(fault)
 	f := setup(t, r, 5, 1, 1, seckill.Config{})
 	if _, err := f.sl.Buy(ctx, "late", 1); err != nil {
@@ -834,5 +834,141 @@ func TestReleaseRacesConsumerAndPay(t *testing.T) {
 	}
 	if paid.Load() != n {
 		t.Fatalf("%d users hold a unit or a quota after buying again, want all %d", paid.Load(), n)
+	}
+}
+
+// record hands everything in the outbox to HandleOrder.
+func (f *fixture) record(ctx context.Context) {
+	f.t.Helper()
+	for _, v := range f.drain(ctx) {
+		if err := f.s.HandleOrder(ctx, nil, v); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// userOn returns a user whose quota lives on bucket b.
+func userOn(sl *seckill.Sale, b int, prefix string) string {
+	for i := 0; ; i++ {
+		if u := fmt.Sprintf("%s%d", prefix, i); sl.Home(u) == b {
+			return u
+		}
+	}
+}
+
+// lossy is a fixture whose Redis client talks through a replyDropper.
+func lossy(t *testing.T, stock, limit int64, buckets int) (*fixture, *replyDropper) {
+	t.Helper()
+	base := testenv.NewRedis(t)
+	p := newReplyDropper(t, serverAddr(t, base))
+	r := ownClient(t, base, p.Addr())
+	f := setup(t, r, stock, limit, buckets, seckill.Config{})
+	if err := seckill.LoadScripts(context.Background(), r.Client); err != nil {
+		t.Fatal(err)
+	}
+	return f, p
+}
+
+// Every script call that changes state survives a lost reply: go-redis
+// sends it again on a new connection, and the answer and the state are those
+// of one call — one reservation, the right answer to the buyer, units and
+// quotas returned once.
+func TestLostRepliesActOnce(t *testing.T) {
+	ctx := context.Background()
+	lost := func(t *testing.T, p *replyDropper) {
+		t.Helper()
+		if p.dropped.Load() != 1 {
+			t.Fatalf("%d replies lost, want 1", p.dropped.Load())
+		}
+	}
+	stock := func(t *testing.T, f *fixture, want int64) {
+		t.Helper()
+		if left, err := f.sl.RedisStock(ctx); left != want || err != nil {
+			t.Fatalf("Redis stock %d (%v), want %d", left, err, want)
+		}
+	}
+	t.Run("buy", func(t *testing.T) {
+		f, p := lossy(t, 10, 2, 1)
+		p.arm("victim", 1)
+		id, err := f.sl.Buy(ctx, "victim", 1)
+		lost(t, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stock(t, f, 9)
+		if _, err := f.sl.Buy(ctx, "victim", 1); err != nil {
+			t.Fatalf("second unit of 2: %v", err)
+		}
+		if _, err := f.sl.Buy(ctx, "victim", 1); !errors.Is(err, seckill.ErrLimitReached) {
+			t.Fatalf("third unit of 2: %v", err)
+		}
+		f.record(ctx)
+		if err := f.s.Pay(ctx, id); err != nil {
+			t.Fatalf("pay the returned id: %v", err)
+		}
+	})
+	t.Run("batch", func(t *testing.T) {
+		f, p := lossy(t, 10, 1, 1)
+		b := f.sl.NewBatcher(seckill.BatchConfig{Linger: 50 * time.Millisecond})
+		defer b.Close()
+		p.arm("victim", 1)
+		var wg sync.WaitGroup
+		for _, u := range []string{"victim", "a", "b", "c", "d"} {
+			wg.Go(func() {
+				if _, err := b.Buy(ctx, u, 1); err != nil {
+					t.Errorf("%s: %v", u, err)
+				}
+			})
+		}
+		wg.Wait()
+		lost(t, p)
+		stock(t, f, 5)
+	})
+	// The victim's home bucket is empty and the other has one unit: the
+	// home script holds the quota (call 1), the take script takes the unit
+	// from the other bucket (call 2).
+	for _, nth := range []int{1, 2} {
+		t.Run(fmt.Sprintf("hold-and-take/call%d", nth), func(t *testing.T) {
+			f, p := lossy(t, 2, 1, 2)
+			home := f.sl.Home("victim")
+			if _, err := f.sl.Buy(ctx, userOn(f.sl, home, "filler"), 1); err != nil {
+				t.Fatal(err)
+			}
+			p.arm("victim", nth)
+			if _, err := f.sl.Buy(ctx, "victim", 1); err != nil {
+				t.Fatalf("the last unit: %v", err)
+			}
+			lost(t, p)
+			stock(t, f, 0)
+		})
+	}
+	// The victim has one unit due and one not: its release loses the reply
+	// of the close script (call 1) or of the quota return (call 2).
+	for _, nth := range []int{1, 2} {
+		t.Run(fmt.Sprintf("release/call%d", nth), func(t *testing.T) {
+			f, p := lossy(t, 10, 2, 1)
+			due, err := f.sl.Buy(ctx, "victim", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.clk.Add(8 * time.Minute)
+			if _, err := f.sl.Buy(ctx, "victim", 1); err != nil {
+				t.Fatal(err)
+			}
+			f.record(ctx)
+			f.clk.Add(8 * time.Minute)
+			p.arm(due, nth)
+			if n, err := f.sl.ReleaseDue(ctx); n != 1 || err != nil {
+				t.Fatalf("released %d, %v; want 1", n, err)
+			}
+			lost(t, p)
+			stock(t, f, 9)
+			if _, err := f.sl.Buy(ctx, "victim", 1); err != nil {
+				t.Fatalf("the released unit's quota did not come back: %v", err)
+			}
+			if _, err := f.sl.Buy(ctx, "victim", 1); !errors.Is(err, seckill.ErrLimitReached) {
+				t.Fatalf("quota came back twice: %v", err)
+			}
+		})
 	}
 }

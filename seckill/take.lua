@@ -3,7 +3,9 @@
 -- KEYS[1] stock   KEYS[2] reservations   KEYS[3] due   KEYS[4] outbox
 -- ARGV[1] campaign   ARGV[2] reservation id (made by the caller, unique)
 -- ARGV[3] user   ARGV[4] qty   ARGV[5] the buyer's home bucket   ARGV[6] deadline ms
--- Returns 1 when the reservation is made, 0 when this bucket cannot serve qty.
+-- Returns 1 when the reservation is made — now, or by this same call before
+-- its reply was lost — and 0 when this bucket cannot serve qty.
+if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return 1 end
 local qty = tonumber(ARGV[4])
 if tonumber(redis.call('GET', KEYS[1]) or '0') < qty then return 0 end
 redis.call('DECRBY', KEYS[1], qty)
