@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,8 +98,29 @@ func (sl *Sale) id(b int, r request) string {
 }
 
 // decide runs the home-bucket script for a batch of requests and returns
-// one answer letter per request (see buy.lua).
+// one answer letter per request (see buy.lua). While Reconcile rebuilds the
+// bucket the script answers W: decide waits and asks again, for up to
+// maxFenceWait, then answers X.
 func (sl *Sale) decide(ctx context.Context, bucket int, reqs []request) (string, error) {
+	wait := time.Millisecond
+	for waited := time.Duration(0); ; waited += wait {
+		out, err := sl.decideOnce(ctx, bucket, reqs)
+		if err != nil || out[0] != 'W' {
+			return out, err
+		}
+		if waited >= maxFenceWait {
+			return strings.Repeat("X", len(reqs)), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+}
+
+func (sl *Sale) decideOnce(ctx context.Context, bucket int, reqs []request) (string, error) {
 	only := 0
 	if sl.c.Buckets == 1 {
 		only = 1
@@ -108,7 +130,8 @@ func (sl *Sale) decide(ctx context.Context, bucket int, reqs []request) (string,
 	for _, r := range reqs {
 		args = append(args, r.user, r.qty, sl.id(bucket, r))
 	}
-	keys := append(sl.bucketKeys(bucket, "stock", "quota", "res", "due", "outbox"), sl.recent(bucket))
+	keys := sl.bucketKeys(bucket, "stock", "quota", "res", "due", "outbox")
+	keys = append(keys, sl.recent(bucket), sl.key(bucket, "version"), sl.key(bucket, "fence"))
 	out, err := buyScript.Run(ctx, sl.s.rdb, keys, args...).Text()
 	if err != nil {
 		return "", fmt.Errorf("seckill: buy on %s/%d: %w", sl.c.ID, bucket, err)
@@ -133,6 +156,8 @@ func (sl *Sale) finish(ctx context.Context, r request, h int, answer byte) (stri
 		return "", ErrLimitReached
 	case 'S':
 		return "", ErrSoldOut
+	case 'X':
+		return "", ErrStateLost
 	case 'H':
 		// One pipelined read says which buckets may still serve, so a
 		// sold-out buyer costs one round trip, not one per bucket; the
@@ -141,23 +166,29 @@ func (sl *Sale) finish(ctx context.Context, r request, h int, answer byte) (stri
 		if err != nil {
 			return "", err // the hold stays: no oversell
 		}
+		lost := false
 		for i := 1; i < c.Buckets; i++ {
 			b := (h + i) % c.Buckets
+			lost = lost || stocks[b] == stockLost
 			if stocks[b] < r.qty {
 				continue
 			}
-			keys := sl.bucketKeys(b, "stock", "res", "due", "outbox")
+			keys := sl.bucketKeys(b, "stock", "res", "due", "outbox", "version", "fence")
 			id := sl.id(b, r)
-			took, err := takeScript.Run(ctx, sl.s.rdb, keys, c.ID, id, r.user, r.qty, h, sl.s.deadline()).Bool()
+			took, err := takeScript.Run(ctx, sl.s.rdb, keys, c.ID, id, r.user, r.qty, h, sl.s.deadline()).Int64()
 			if err != nil {
 				return "", fmt.Errorf("seckill: take from %s/%d: %w", c.ID, b, err) // the hold stays: no oversell
 			}
-			if took {
+			if took == 1 {
 				return id, nil
 			}
+			lost = lost || took < 0
 		}
 		if err := sl.unquota(ctx, r.user, r.qty, h, "hold:"+sl.id(h, r)); err != nil {
 			return "", err
+		}
+		if lost { // a bucket lost or being rebuilt may hold units: not sold out
+			return "", ErrStateLost
 		}
 		return "", ErrSoldOut
 	}
@@ -166,7 +197,7 @@ func (sl *Sale) finish(ctx context.Context, r request, h int, answer byte) (stri
 
 // unquota gives user's quota back on its home bucket h, once per token.
 func (sl *Sale) unquota(ctx context.Context, user string, qty int64, h int, token string) error {
-	keys := []string{sl.key(h, "quota"), sl.recent(h)}
+	keys := []string{sl.key(h, "quota"), sl.recent(h), sl.key(h, "version")}
 	if err := unquotaScript.Run(ctx, sl.s.rdb, keys, user, qty, token, sl.recentTTL()).Err(); err != nil {
 		return fmt.Errorf("seckill: return quota of %s: %w", user, err)
 	}

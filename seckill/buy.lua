@@ -2,14 +2,18 @@
 -- KEYS[1] stock   KEYS[2] quota (hash user → units bought or held)
 -- KEYS[3] reservations (hash id → "user|qty|home")   KEYS[4] due (zset id → deadline ms)
 -- KEYS[5] outbox stream   KEYS[6] recent (this retry window's hash of holds)
+-- KEYS[7] version (bumped by every change, for Reconcile)   KEYS[8] fence (set
+-- while Reconcile rebuilds the bucket)
 -- ARGV[1] per-user limit   ARGV[2] deadline ms   ARGV[3] campaign   ARGV[4] this bucket
 -- ARGV[5] 1 if this is the campaign's only bucket   ARGV[6] TTL of recent, ms
 -- ARGV[7..] triples: user, qty, reservation id (made by the caller, unique;
 -- user ids contain no '|')
 -- Returns one letter per triple: R (reserved under its id); L (over the
 -- user's limit, nothing changed); S (sold out, nothing changed: only bucket);
--- or H (this bucket is empty: the quota is now held for the buyer, who must
--- take the stock from another bucket or give it back).
+-- H (this bucket is empty: the quota is now held for the buyer, who must take
+-- the stock from another bucket or give it back); or, for all, nothing
+-- changed: W (Reconcile is rebuilding the bucket: wait) or X (the bucket has
+-- no stock key: Redis lost its state until Reconcile rebuilds it).
 -- A call sent again after its reply was lost answers as the first did: its
 -- reservations are found under their ids, its holds in recent (the caller's
 -- retries fall within recent's TTL, and a reservation is never released that
@@ -25,8 +29,10 @@ for i = 7, #ARGV, 3 do
   qtys[#qtys + 1] = tonumber(ARGV[i + 1])
   ids[#ids + 1] = ARGV[i + 2]
 end
+if redis.call('EXISTS', KEYS[8]) == 1 then return string.rep('W', #users) end
+local stock = tonumber(redis.call('GET', KEYS[1]))
+if not stock then return string.rep('X', #users) end
 local had = redis.call('HMGET', KEYS[2], unpack(users))
-local stock = tonumber(redis.call('GET', KEYS[1]) or '0')
 
 local quota, changed = {}, {}
 local out, res, due, orders, holds = {}, {}, {}, {}, {}
@@ -68,6 +74,7 @@ if #changed > 0 then
     args[#args + 1] = quota[user]
   end
   redis.call('HSET', KEYS[2], unpack(args))
+  redis.call('INCR', KEYS[7])
 end
 if taken > 0 then
   redis.call('DECRBY', KEYS[1], taken)

@@ -1,7 +1,7 @@
 -- Close a reservation on its bucket: remove it and, when ARGV[3] is 1,
 -- return its units to the bucket's stock.
 -- KEYS[1] stock   KEYS[2] reservations   KEYS[3] due   KEYS[4] recent (this
--- retry window's hash)
+-- retry window's hash)   KEYS[5] version (bumped by every change, for Reconcile)
 -- ARGV[1] reservation id   ARGV[2] call id (random, one per call)
 -- ARGV[3] 1 to restock, 0 to only close (paid, or refused by SQL)
 -- ARGV[4] TTL of recent, ms
@@ -18,6 +18,7 @@ if ARGV[3] == '1' then
   local qty = tonumber(string.match(r, '|(%d+)|'))
   redis.call('INCRBY', KEYS[1], qty)
 end
+redis.call('INCR', KEYS[5])
 redis.call('HSET', KEYS[4], 'c:' .. ARGV[2], r)
 redis.call('PEXPIRE', KEYS[4], ARGV[4])
 return r

@@ -183,7 +183,8 @@ func (sl *Sale) close(ctx context.Context, b int, id string, restock bool) (bool
 	if restock {
 		flag = "1"
 	}
-	keys := append(sl.bucketKeys(b, "stock", "res", "due"), sl.recent(b))
+	keys := sl.bucketKeys(b, "stock", "res", "due")
+	keys = append(keys, sl.recent(b), sl.key(b, "version"))
 	r, err := closeScript.Run(ctx, sl.s.rdb, keys, id, callID(), flag, sl.recentTTL()).Text()
 	if err != nil {
 		return false, fmt.Errorf("seckill: close %s: %w", id, err)

@@ -28,11 +28,14 @@ var (
 	unquotaLua string
 	//go:embed close.lua
 	closeLua string
+	//go:embed rebuild.lua
+	rebuildLua string
 
 	buyScript     = redis.NewScript(buyLua)
 	takeScript    = redis.NewScript(takeLua)
 	unquotaScript = redis.NewScript(unquotaLua)
 	closeScript   = redis.NewScript(closeLua)
+	rebuildScript = redis.NewScript(rebuildLua)
 )
 
 var (
@@ -50,6 +53,11 @@ var (
 	// for another campaign, buyer or quantity: two reservations were given
 	// one id (a misconfigured id generator). It is poison; alert on it.
 	ErrIDConflict = errors.New("seckill: reservation id already recorded for another order")
+	// ErrStateLost is returned by Buy when Redis lost a bucket's state (a
+	// restart without persistence): nothing is sold there until Reconcile
+	// with repair rebuilds it from SQL. Buy waits through a rebuild in
+	// progress for up to two seconds before answering it.
+	ErrStateLost = errors.New("seckill: campaign state lost in Redis, reconcile to rebuild it")
 	// ErrNotReady is returned by Pay before the order row exists (the
 	// consumer has not caught up): retry.
 	ErrNotReady = errors.New("seckill: order not recorded yet")
@@ -173,8 +181,9 @@ func (s *Service) Migrate(ctx context.Context) error {
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 
-// Create records a campaign and its SKU's stock in SQL, loads it into Redis,
-// split over c.Buckets keys, and returns it open.
+// Create records a campaign and its SKU's stock in SQL, loads it into Redis
+// (Reconcile with repair), split over c.Buckets keys, and returns it open. If
+// loading fails, the campaign exists: Open it and Reconcile to load it.
 func (s *Service) Create(ctx context.Context, c Campaign) (*Sale, error) {
 	switch {
 	case !idPattern.MatchString(c.ID) || !idPattern.MatchString(c.SKU):
@@ -204,23 +213,8 @@ func (s *Service) Create(ctx context.Context, c Campaign) (*Sale, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sl, sl.loadStock(ctx, c.Stock)
-}
-
-// loadStock splits n units over the campaign's buckets.
-func (sl *Sale) loadStock(ctx context.Context, n int64) error {
-	pipe := sl.s.rdb.Pipeline()
-	for b := range sl.c.Buckets {
-		share := n / int64(sl.c.Buckets)
-		if int64(b) < n%int64(sl.c.Buckets) {
-			share++
-		}
-		pipe.Set(ctx, sl.key(b, "stock"), share, 0)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("seckill: load stock: %w", err)
-	}
-	return nil
+	_, err = sl.Reconcile(ctx, true)
+	return sl, err
 }
 
 // Open returns the campaign id, read from SQL once and then cached (a
@@ -303,10 +297,13 @@ func (sl *Sale) RedisStock(ctx context.Context) (int64, error) {
 	stocks, err := sl.bucketStocks(ctx)
 	var n int64
 	for _, v := range stocks {
-		n += v
+		n += max(v, 0)
 	}
 	return n, err
 }
+
+// stockLost stands for the stock of a bucket whose state Redis lost.
+const stockLost = -1
 
 // bucketStocks reads every bucket's stock in one pipeline.
 func (sl *Sale) bucketStocks(ctx context.Context) ([]int64, error) {
@@ -320,7 +317,11 @@ func (sl *Sale) bucketStocks(ctx context.Context) ([]int64, error) {
 	}
 	out := make([]int64, sl.c.Buckets)
 	for b, cmd := range cmds {
-		out[b], _ = cmd.Int64()
+		n, err := cmd.Int64()
+		if errors.Is(err, redis.Nil) {
+			n = stockLost
+		}
+		out[b] = n
 	}
 	return out, nil
 }

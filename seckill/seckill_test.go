@@ -226,7 +226,7 @@ func TestStress(t *testing.T) {
 			if orders[seckill.Pending] != 1000 || stock != 0 || len(orders) != 1 {
 				t.Fatalf("SQL: orders %v, stock %d; want 1000 pending, 0 left", orders, stock)
 			}
-			if rep, err := f.sl.Reconcile(ctx, false); err != nil || rep.Drift != 0 {
+			if rep, err := f.sl.Reconcile(ctx, false); err != nil || !rep.OK() || rep.InFlight != 0 {
 				t.Fatalf("reconcile: %+v, %v", rep, err)
 			}
 		})
@@ -369,7 +369,7 @@ func TestPayRacesTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if rep, _ := f.sl.Reconcile(ctx, false); rep.Drift != 0 || rep.Open != 0 {
+	if rep, err := f.sl.Reconcile(ctx, false); err != nil || !rep.OK() || rep.InFlight != 0 {
 		t.Fatalf("after the race: %+v", rep)
 	}
 }
@@ -750,7 +750,7 @@ func TestPayRacesOrderCreation(t *testing.T) {
 	if orders[seckill.Paid] != n || len(orders) != 1 || stock != 0 {
 		t.Fatalf("every Pay returned nil, yet SQL has %v, stock %d; want %d paid", orders, stock, n)
 	}
-	if rep, err := f.sl.Reconcile(ctx, false); err != nil || rep.Open != 0 {
+	if rep, err := f.sl.Reconcile(ctx, false); err != nil || !rep.OK() {
 		t.Fatalf("reservations still open in Redis: %+v, %v", rep, err)
 	}
 }
@@ -970,5 +970,211 @@ func TestLostRepliesActOnce(t *testing.T) {
 				t.Fatalf("quota came back twice: %v", err)
 			}
 		})
+	}
+}
+
+// checkRebuilt asserts what a repaired campaign must satisfy: Reconcile finds
+// nothing to repair; units sold in SQL + Redis stock + units in flight =
+// the initial stock; users at the limit in SQL cannot buy more; and every
+// pending order is released once due, its units back in both stores.
+func (f *fixture) checkRebuilt(ctx context.Context, initial, limit int64) {
+	f.t.Helper()
+	rep, err := f.sl.Reconcile(ctx, false)
+	if err != nil || !rep.OK() {
+		f.t.Fatalf("after the repair: %+v, %v", rep, err)
+	}
+	orders, _ := f.sqlCounts(ctx)
+	if sold := orders[seckill.Pending] + orders[seckill.Paid]; sold+rep.RedisStock+rep.InFlight != initial {
+		f.t.Fatalf("sold %d in SQL + Redis stock %d + in flight %d ≠ %d", sold, rep.RedisStock, rep.InFlight, initial)
+	}
+	var full []string
+	if err := f.db.SelectContext(ctx, &full, `SELECT user_id FROM seckill_orders WHERE status IN (?, ?) GROUP BY user_id HAVING SUM(qty) >= ?`,
+		seckill.Pending, seckill.Paid, limit); err != nil {
+		f.t.Fatal(err)
+	}
+	for _, u := range full {
+		if _, err := f.sl.Buy(ctx, u, 1); !errors.Is(err, seckill.ErrLimitReached) {
+			f.t.Errorf("%s holds %d units in SQL and bought again: %v", u, limit, err)
+		}
+	}
+	f.clk.Add(time.Hour)
+	if n, err := f.sl.ReleaseDue(ctx); err != nil || int64(n) != orders[seckill.Pending] {
+		f.t.Fatalf("released %d of %d pending orders: %v", n, orders[seckill.Pending], err)
+	}
+	after, stock := f.sqlCounts(ctx)
+	if left, _ := f.sl.RedisStock(ctx); stock != initial-after[seckill.Paid] || left != stock {
+		f.t.Fatalf("after the releases: SQL %v, stock %d, Redis stock %d; want %d in both", after, stock, left, initial-after[seckill.Paid])
+	}
+}
+
+// A Redis without persistence restarts in the middle of a sale and forgets
+// the campaign. Buy says so instead of selling from nothing; Reconcile
+// reports the loss and rebuilds stock, quotas and pending reservations from
+// SQL, counting the orders that were in Kafka at the restart once the
+// consumer has caught up.
+func TestReconcileAfterRestartWithoutPersistence(t *testing.T) {
+	ctx := context.Background()
+	r, server := testenv.NewPrivateRedis(t)
+	f := setup(t, r, 20, 2, 2, seckill.Config{})
+	ids := map[string][]string{}
+	buy := func(user string, n int) {
+		for range n {
+			id, err := f.sl.Buy(ctx, user, 1)
+			if err != nil {
+				t.Fatalf("%s: %v", user, err)
+			}
+			ids[user] = append(ids[user], id)
+		}
+	}
+	buy("u0", 2)
+	buy("u1", 2)
+	buy("u2", 1)
+	buy("u3", 1)
+	f.record(ctx)
+	for _, id := range []string{ids["u0"][0], ids["u2"][0]} {
+		if err := f.s.Pay(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buy("u4", 2)
+	inKafka := f.drain(ctx) // relayed, not consumed yet at the restart
+	if err := server.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.sl.Buy(ctx, "u9", 1); !errors.Is(err, seckill.ErrStateLost) {
+		t.Fatalf("buy with the state gone: %v, want ErrStateLost", err)
+	}
+	for _, v := range inKafka { // the consumer catches up
+		if err := f.s.HandleOrder(ctx, nil, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := f.sl.Reconcile(ctx, false)
+	if err != nil || rep.LostBuckets != 2 || rep.Missing != 6 || rep.ShortQuotas != 5 || rep.Drift != -12 || rep.Repaired {
+		t.Fatalf("report of the loss: %+v, %v; want 2 lost buckets, 6 missing, 5 short quotas, drift -12", rep, err)
+	}
+	if rep, err = f.sl.Reconcile(ctx, true); err != nil || !rep.Repaired {
+		t.Fatalf("repair: %+v, %v", rep, err)
+	}
+	f.checkRebuilt(ctx, 20, 2)
+}
+
+// A master of a Redis Cluster fails over to a replica that missed its last
+// writes. Reservations, quotas and stock decrements are lost; some of their
+// orders reached SQL through the outbox before the failover. Reconcile
+// reports and repairs the loss once the consumer has caught up.
+func TestReconcileAfterFailover(t *testing.T) {
+	ctx := context.Background()
+	r, cc := ownCluster(t)
+	f := setup(t, r, 40, 2, 4, seckill.Config{})
+	on0 := func(prefix string) string { return userOn(f.sl, 0, prefix) }
+	buy := func(user string, n int) []string {
+		var ids []string
+		for range n {
+			id, err := f.sl.Buy(ctx, user, 1)
+			if err != nil {
+				t.Fatalf("%s: %v", user, err)
+			}
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	early := []string{on0("a"), on0("b"), on0("c"), "x", "y", "z"}
+	var paid string
+	for _, u := range early {
+		paid = buy(u, 1)[0]
+	}
+	f.record(ctx)
+	if err := f.s.Pay(ctx, paid); err != nil {
+		t.Fatal(err)
+	}
+	sh := shardOf(t, cc, f.sl.Key(0, "stock"))
+	sh.cut(t)
+	buy(early[0], 1)
+	buy(early[1], 1)
+	buy(on0("d"), 2)
+	inKafka := f.drain(ctx) // relayed before the failover
+	buy(early[2], 1)        // lost with the master
+	lost := buy(on0("e"), 1)[0]
+	sh.failover(t)
+	for _, v := range inKafka {
+		if err := f.s.HandleOrder(ctx, nil, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.record(ctx)
+	rep, err := f.sl.Reconcile(ctx, false)
+	if err != nil || rep.Missing == 0 || rep.ShortQuotas == 0 || rep.Drift <= 0 || rep.OK() {
+		t.Fatalf("report after the failover: %+v, %v; want missing reservations, short quotas and a positive drift", rep, err)
+	}
+	t.Logf("after the failover: %+v", rep)
+	if rep, err = f.sl.Reconcile(ctx, true); err != nil || !rep.Repaired {
+		t.Fatalf("repair: %+v, %v", rep, err)
+	}
+	if err := f.s.Pay(ctx, lost); !errors.Is(err, seckill.ErrNotReady) {
+		t.Fatalf("paying a reservation the failover lost before it was relayed: %v", err)
+	}
+	f.checkRebuilt(ctx, 40, 2)
+}
+
+// Reconcile repairs a lost bucket while buyers keep buying on all buckets and
+// nothing is relayed (every reservation in flight): each bucket is rewritten
+// only if no decision changed it since it was read, so exactly the stock is
+// sold, none of it twice.
+func TestRepairDuringSale(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const stock = 300
+	f := setup(t, testenv.NewRedis(t), stock, 1, 4, seckill.Config{})
+	if err := f.r.Client.Del(ctx, f.sl.Key(2, "stock")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var next, sold, lost atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, err := f.sl.Buy(ctx, fmt.Sprintf("b%d", next.Add(1)), 1)
+				switch {
+				case err == nil:
+					sold.Add(1)
+				case errors.Is(err, seckill.ErrStateLost):
+					lost.Add(1)
+				case errors.Is(err, seckill.ErrSoldOut):
+					return
+				default:
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	buyersDone := make(chan struct{})
+	go func() { wg.Wait(); close(buyersDone) }()
+	waitFor(t, "a buy refused for the lost bucket", func() bool { return lost.Load() > 0 })
+	repairs := 0
+	for waiting := true; waiting; {
+		select {
+		case <-buyersDone:
+			waiting = false
+		default:
+		}
+		rep, err := f.sl.Reconcile(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Repaired {
+			repairs++
+		}
+	}
+	if repairs == 0 || sold.Load() != stock {
+		t.Fatalf("%d repairs, %d sold; want a repair and %d sold", repairs, sold.Load(), stock)
+	}
+	f.record(ctx)
+	if orders, left := f.sqlCounts(ctx); orders[seckill.Pending] != stock || len(orders) != 1 || left != 0 {
+		t.Fatalf("SQL %v, stock %d; want %d pending, none rejected", orders, left, stock)
+	}
+	if rep, err := f.sl.Reconcile(ctx, false); err != nil || !rep.OK() || rep.RedisStock != 0 {
+		t.Fatalf("after the sale: %+v, %v", rep, err)
 	}
 }
