@@ -2,6 +2,7 @@ package seckill
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -13,15 +14,16 @@ import (
 
 // TestMain is in seckill_test.go (one per test binary).
 
-// benchCampaign has stock and limits that never run out during a benchmark.
-func benchCampaign(b *testing.B) (*Sale, *testenv.Redis) {
+// benchSale is a campaign whose stock and limits never run out during a
+// benchmark.
+func benchSale(b *testing.B, r *testenv.Redis, cfg Config) *Sale {
 	ctx := context.Background()
-	r := testenv.NewRedis(b)
 	ids, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := New(r.Client, testenv.NewSQL(b), Config{Namespace: r.Namespace, IDs: ids})
+	cfg.Namespace, cfg.IDs = r.Namespace, ids
+	s, err := New(r.Client, testenv.NewSQL(b), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -32,7 +34,14 @@ func benchCampaign(b *testing.B) (*Sale, *testenv.Redis) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return sl, r
+	return sl
+}
+
+// rawBuy is what decide sends to the buy script for buyer i alone.
+func rawBuy(sl *Sale, i int64) ([]string, []any) {
+	keys := append(sl.bucketKeys(0, "stock", "quota", "res", "due", "outbox"), sl.recent(0), sl.key(0, "version"), sl.key(0, "fence"))
+	k := strconv.FormatInt(i, 10)
+	return keys, []any{sl.c.Limit, sl.s.deadline(), sl.c.ID, 0, 1, sl.recentTTL(), "r" + k, 1, "bench-0-" + k}
 }
 
 func decisionsPerSec(b *testing.B, start time.Time, n int) {
@@ -43,7 +52,8 @@ func decisionsPerSec(b *testing.B, start time.Time, n int) {
 // same script through a raw go-redis EvalSha, in one run.
 func BenchmarkBuy(b *testing.B) {
 	ctx := context.Background()
-	sl, r := benchCampaign(b)
+	r := testenv.NewRedis(b)
+	sl := benchSale(b, r, Config{})
 	var n atomic.Int64
 	b.Run("service", func(b *testing.B) {
 		b.ReportAllocs()
@@ -59,13 +69,12 @@ func BenchmarkBuy(b *testing.B) {
 	})
 	b.Run("raw-evalsha", func(b *testing.B) {
 		b.ReportAllocs()
-		keys := sl.bucketKeys(0, "stock", "quota", "res", "due", "outbox", "seq")
 		sha := buyScript.Load(ctx, r.Client).Val()
 		start := time.Now()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				k := strconv.FormatInt(n.Add(1), 10)
-				err := r.Client.EvalSha(ctx, sha, keys, sl.c.Limit, sl.s.deadline(), sl.c.ID, 0, "r"+k, 1, "bench-0-"+k).Err()
+				keys, args := rawBuy(sl, n.Add(1))
+				err := r.Client.EvalSha(ctx, sha, keys, args...).Err()
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -79,7 +88,8 @@ func BenchmarkBuy(b *testing.B) {
 // the same script in go-redis pipelines of 128 EvalSha calls.
 func BenchmarkBuyBatched(b *testing.B) {
 	ctx := context.Background()
-	sl, r := benchCampaign(b)
+	r := testenv.NewRedis(b)
+	sl := benchSale(b, r, Config{})
 	var n atomic.Int64
 	b.Run("batcher", func(b *testing.B) {
 		bt := sl.NewBatcher(BatchConfig{})
@@ -97,7 +107,6 @@ func BenchmarkBuyBatched(b *testing.B) {
 		decisionsPerSec(b, start, b.N)
 	})
 	b.Run("raw-pipelined-evalsha", func(b *testing.B) {
-		keys := sl.bucketKeys(0, "stock", "quota", "res", "due", "outbox", "seq")
 		sha := buyScript.Load(ctx, r.Client).Val()
 		b.ReportAllocs()
 		start := time.Now()
@@ -105,8 +114,8 @@ func BenchmarkBuyBatched(b *testing.B) {
 		for i := 0; i < b.N; i += depth {
 			pipe := r.Client.Pipeline()
 			for range min(depth, b.N-i) {
-				k := strconv.FormatInt(n.Add(1), 10)
-				pipe.EvalSha(ctx, sha, keys, sl.c.Limit, sl.s.deadline(), sl.c.ID, 0, "r"+k, 1, "bench-0-"+k)
+				keys, args := rawBuy(sl, n.Add(1))
+				pipe.EvalSha(ctx, sha, keys, args...)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				b.Fatal(err)
@@ -114,4 +123,24 @@ func BenchmarkBuyBatched(b *testing.B) {
 		}
 		decisionsPerSec(b, start, b.N)
 	})
+}
+
+// BenchmarkBuyWait: one buyer per call on a Redis Cluster (one replica per
+// master), answering at once or after WAIT 1 (Config.WaitReplicas).
+func BenchmarkBuyWait(b *testing.B) {
+	ctx := context.Background()
+	for _, replicas := range []int{0, 1} {
+		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
+			sl := benchSale(b, testenv.NewRedisCluster(b), Config{WaitReplicas: replicas, WaitTimeout: time.Second})
+			var n atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := sl.Buy(ctx, "u"+strconv.FormatInt(n.Add(1), 10), 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -78,10 +79,10 @@ func (sl *Sale) Buy(ctx context.Context, user string, qty int64) (string, error)
 	}
 	h := sl.home(user)
 	res, err := sl.decide(ctx, h, []request{r})
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return "", err
 	}
-	return sl.finish(ctx, r, h, res[0])
+	return sl.finish(ctx, r, h, res[0], err)
 }
 
 func (sl *Sale) request(ctx context.Context, user string, qty int64) (request, error) {
@@ -98,14 +99,15 @@ func (sl *Sale) id(b int, r request) string {
 }
 
 // decide runs the home-bucket script for a batch of requests and returns
-// one answer letter per request (see buy.lua). While Reconcile rebuilds the
-// bucket the script answers W: decide waits and asks again, for up to
-// maxFenceWait, then answers X.
+// one answer letter per request (see buy.lua), with ErrNotReplicated when
+// the answers are valid but not confirmed by replicas. While Reconcile
+// rebuilds the bucket the script answers W: decide waits and asks again, for
+// up to maxFenceWait, then answers X.
 func (sl *Sale) decide(ctx context.Context, bucket int, reqs []request) (string, error) {
 	wait := time.Millisecond
 	for waited := time.Duration(0); ; waited += wait {
 		out, err := sl.decideOnce(ctx, bucket, reqs)
-		if err != nil || out[0] != 'W' {
+		if out == "" || out[0] != 'W' {
 			return out, err
 		}
 		if waited >= maxFenceWait {
@@ -132,26 +134,27 @@ func (sl *Sale) decideOnce(ctx context.Context, bucket int, reqs []request) (str
 	}
 	keys := sl.bucketKeys(bucket, "stock", "quota", "res", "due", "outbox")
 	keys = append(keys, sl.recent(bucket), sl.key(bucket, "version"), sl.key(bucket, "fence"))
-	out, err := buyScript.Run(ctx, sl.s.rdb, keys, args...).Text()
-	if err != nil {
+	cmd, err := sl.s.runDecision(ctx, buyScript, keys, args...)
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return "", fmt.Errorf("seckill: buy on %s/%d: %w", sl.c.ID, bucket, err)
 	}
-	if len(out) != len(reqs) {
-		return "", fmt.Errorf("seckill: buy on %s/%d: %d answers for %d buyers", sl.c.ID, bucket, len(out), len(reqs))
+	if out, _ := cmd.Text(); len(out) == len(reqs) {
+		return out, err
 	}
-	return out, nil
+	return "", fmt.Errorf("seckill: buy on %s/%d: %q answers %d buyers", sl.c.ID, bucket, cmd.Val(), len(reqs))
 }
 
 func (s *Service) deadline() int64 { return s.cfg.Now().Add(s.cfg.PayTimeout).UnixMilli() }
 
 // finish turns the home bucket's answer into the buyer's: a reservation,
 // the limit, or — the home bucket being empty — stock from another bucket,
-// else the held quota back and sold out.
-func (sl *Sale) finish(ctx context.Context, r request, h int, answer byte) (string, error) {
+// else the held quota back and sold out. unconfirmed is the home decision's
+// ErrNotReplicated, if any, returned with a reservation made there.
+func (sl *Sale) finish(ctx context.Context, r request, h int, answer byte, unconfirmed error) (string, error) {
 	c := sl.c
 	switch answer {
 	case 'R':
-		return sl.id(h, r), nil
+		return sl.id(h, r), unconfirmed
 	case 'L':
 		return "", ErrLimitReached
 	case 'S':
@@ -175,12 +178,13 @@ func (sl *Sale) finish(ctx context.Context, r request, h int, answer byte) (stri
 			}
 			keys := sl.bucketKeys(b, "stock", "res", "due", "outbox", "version", "fence")
 			id := sl.id(b, r)
-			took, err := takeScript.Run(ctx, sl.s.rdb, keys, c.ID, id, r.user, r.qty, h, sl.s.deadline()).Int64()
-			if err != nil {
+			cmd, err := sl.s.runDecision(ctx, takeScript, keys, c.ID, id, r.user, r.qty, h, sl.s.deadline())
+			if err != nil && !errors.Is(err, ErrNotReplicated) {
 				return "", fmt.Errorf("seckill: take from %s/%d: %w", c.ID, b, err) // the hold stays: no oversell
 			}
+			took, _ := cmd.Int64()
 			if took == 1 {
-				return id, nil
+				return id, err
 			}
 			lost = lost || took < 0
 		}
@@ -278,10 +282,10 @@ func (b *Batcher) Buy(ctx context.Context, user string, qty int64) (string, erro
 		return "", fmt.Errorf("seckill: batcher closed")
 	}
 	<-w.done // decided even if ctx ends meanwhile: the answer must not be lost
-	if w.err != nil {
+	if w.err != nil && !errors.Is(w.err, ErrNotReplicated) {
 		return "", w.err
 	}
-	return b.sl.finish(ctx, w.request, h, w.res)
+	return b.sl.finish(ctx, w.request, h, w.res, w.err)
 }
 
 func (b *Batcher) loop(bucket int, q chan *waiting) {
@@ -314,9 +318,8 @@ func (b *Batcher) loop(bucket int, q chan *waiting) {
 		res, err := b.sl.decide(ctx, bucket, reqs)
 		cancel()
 		for i, w := range batch {
-			if err != nil {
-				w.err = err
-			} else {
+			w.err = err
+			if res != "" {
 				w.res = res[i]
 			}
 			close(w.done)

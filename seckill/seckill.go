@@ -58,6 +58,11 @@ var (
 	// with repair rebuilds it from SQL. Buy waits through a rebuild in
 	// progress for up to two seconds before answering it.
 	ErrStateLost = errors.New("seckill: campaign state lost in Redis, reconcile to rebuild it")
+	// ErrNotReplicated is returned by Buy together with a valid reservation
+	// id when Config.WaitReplicas replicas did not acknowledge the decision
+	// within WaitTimeout: the purchase stands on the master, but a failover
+	// now could forget it (see doc.go).
+	ErrNotReplicated = errors.New("seckill: purchase not confirmed by replicas")
 	// ErrNotReady is returned by Pay before the order row exists (the
 	// consumer has not caught up): retry.
 	ErrNotReady = errors.New("seckill: order not recorded yet")
@@ -106,6 +111,16 @@ type Config struct {
 	// defaults. Must be below PayTimeout. Cost: ~60 bytes of Redis memory per
 	// hold, release and payment, kept one to two windows.
 	RetryWindow time.Duration
+	// WaitReplicas, when above 0, makes every decision a buyer is told
+	// about wait (Redis WAIT) until that many replicas of its shard have it,
+	// for at most WaitTimeout [100ms]; Buy returns ErrNotReplicated with the
+	// id when they did not. It closes most of the window in which a failover
+	// forgets acknowledged purchases, at the cost of a replica round trip
+	// per decision (BenchmarkBuyWait). Works with a Client, a FailoverClient
+	// or a ClusterClient (not a Ring). Set it to at most the replicas per
+	// master.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 	// UserLimit and GlobalLimit rate-limit Buy per user and per campaign at
 	// the entrance (zero: no limit).
 	UserLimit   redis_rate.Limit
@@ -149,11 +164,17 @@ func New(rdb redis.UniversalClient, db *sqlx.DB, cfg Config) (*Service, error) {
 	if cfg.RetryWindow == 0 {
 		cfg.RetryWindow = 30 * time.Second
 	}
+	if cfg.WaitTimeout == 0 {
+		cfg.WaitTimeout = 100 * time.Millisecond
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.RetryWindow < time.Millisecond || cfg.PayTimeout <= cfg.RetryWindow {
 		return nil, fmt.Errorf("%w: retry window %v must be ≥ 1ms and below the pay timeout %v", ErrInvalid, cfg.RetryWindow, cfg.PayTimeout)
+	}
+	if _, ring := rdb.(*redis.Ring); cfg.WaitReplicas < 0 || cfg.WaitTimeout < time.Millisecond || cfg.WaitReplicas > 0 && ring {
+		return nil, fmt.Errorf("%w: wait for %d replicas, %v, on a %T", ErrInvalid, cfg.WaitReplicas, cfg.WaitTimeout, rdb)
 	}
 	return &Service{rdb: rdb, db: db, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "seckill")),
 		limiter: redis_rate.NewLimiter(rdb), sales: map[string]*Sale{}}, nil

@@ -1178,3 +1178,44 @@ func TestRepairDuringSale(t *testing.T) {
 		t.Fatalf("after the sale: %+v, %v", rep, err)
 	}
 }
+
+// With WaitReplicas, a purchase is answered once a replica has it, on every
+// path (home bucket, another bucket, the batcher); with no replica to wait
+// for, the buyer still gets the reservation, with ErrNotReplicated.
+func TestWaitForReplicas(t *testing.T) {
+	ctx := context.Background()
+	t.Run("cluster", func(t *testing.T) {
+		f := setup(t, testenv.NewRedisCluster(t), 12, 1, 4, seckill.Config{WaitReplicas: 1, WaitTimeout: 5 * time.Second})
+		for i := range 8 { // one home bucket: most take from another
+			if _, err := f.sl.Buy(ctx, userOn(f.sl, 0, fmt.Sprintf("h%d-", i)), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b := f.sl.NewBatcher(seckill.BatchConfig{})
+		defer b.Close()
+		for i := range 5 {
+			_, err := b.Buy(ctx, fmt.Sprintf("batched%d", i), 1)
+			if (i < 4) != (err == nil) || i == 4 && !errors.Is(err, seckill.ErrSoldOut) {
+				t.Fatalf("batched buyer %d: %v", i, err)
+			}
+		}
+	})
+	t.Run("no-replica", func(t *testing.T) {
+		r, _ := testenv.NewPrivateRedis(t)
+		f := setup(t, r, 8, 1, 1, seckill.Config{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
+		b := f.sl.NewBatcher(seckill.BatchConfig{})
+		defer b.Close()
+		for i, buy := range []func(string, int64) (string, error){
+			func(u string, q int64) (string, error) { return f.sl.Buy(ctx, u, q) },
+			func(u string, q int64) (string, error) { return b.Buy(ctx, u, q) },
+		} {
+			if id, err := buy(fmt.Sprint("u", i), 1); id == "" || !errors.Is(err, seckill.ErrNotReplicated) {
+				t.Fatalf("buy %d without a replica: %q, %v; want the id and ErrNotReplicated", i, id, err)
+			}
+		}
+		f.record(ctx)
+		if orders, _ := f.sqlCounts(ctx); orders[seckill.Pending] != 2 {
+			t.Fatalf("SQL %v, want the 2 unconfirmed purchases recorded", orders)
+		}
+	})
+}
