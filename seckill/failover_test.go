@@ -2,6 +2,8 @@ package seckill_test
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,11 +46,18 @@ func shardOf(t *testing.T, cc *redis.ClusterClient, key string) shard {
 		t.Fatal(err)
 	}
 	slot := cc.ClusterKeySlot(ctx, key).Val()
-	for _, s := range cc.ClusterSlots(ctx).Val() {
-		if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) == 2 {
-			replica := redis.NewClient(&redis.Options{Addr: s.Nodes[1].Addr})
-			t.Cleanup(func() { replica.Close() })
-			return shard{master: master, replica: replica}
+	for _, sh := range cc.ClusterShards(ctx).Val() {
+		for _, r := range sh.Slots {
+			if slot < r.Start || slot > r.End {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				if n.Role == "replica" {
+					replica := redis.NewClient(&redis.Options{Addr: net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))})
+					t.Cleanup(func() { replica.Close() })
+					return shard{master: master, replica: replica}
+				}
+			}
 		}
 	}
 	t.Fatalf("no replica serves slot %d", slot)

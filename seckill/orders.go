@@ -28,8 +28,10 @@ const (
 // deduction in SQL, in one transaction, guarded by "n >= qty" — so SQL never
 // records more units sold than the SKU has, even if Redis lost its state and
 // sold too many (those orders are Rejected). A redelivered message finds its
-// rows and changes nothing. A malformed message, or one for a campaign SQL
-// does not know, is ErrBadMessage and outbox.ErrPoison.
+// rows and changes nothing; an id recorded for another buyer, campaign or
+// quantity is ErrIDConflict. A malformed message, or one for a campaign SQL
+// does not know, is ErrBadMessage. Both are outbox.ErrPoison; any other error
+// is transient.
 func (s *Service) HandleOrder(ctx context.Context, _, value []byte) error {
 	m, err := DecodeOrderMessage(value)
 	if err != nil {

@@ -3,17 +3,21 @@ package seckill
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/redis/go-redis/v9"
+
+	"github.com/casebook-dev/casebook/internal/luascript"
 )
 
-// Report compares Redis with SQL, the record, for one campaign.
+// Report compares Redis with SQL, the record, for one campaign. Each bucket
+// is read at one instant, but buckets and SQL one after the other: a report
+// taken while the sale runs can show a passing difference (a release, a
+// payment or a purchase from another bucket between the reads). A loss
+// stays until repaired: alert on a difference seen twice.
 type Report struct {
 	SQLStock   int64 // units left in SQL
 	RedisStock int64 // units left in Redis, all buckets
@@ -150,42 +154,53 @@ type bucketState struct {
 	quota   map[string]string
 }
 
-// readBuckets reads every bucket in one pipeline, each starting with its
-// version: any change after that read makes the rebuild of that bucket fail.
+// readBuckets reads each bucket at one instant (a script), all buckets in
+// one pipeline.
 func (sl *Sale) readBuckets(ctx context.Context) ([]bucketState, error) {
-	pipe := sl.s.rdb.Pipeline()
-	type cmds struct {
-		version, stock *redis.StringCmd
-		res, quota     *redis.MapStringStringCmd
-		due            *redis.ZSliceCmd
+	calls := make([]luascript.Call, sl.c.Buckets)
+	for b := range calls {
+		calls[b] = luascript.Call{Script: snapshotScript, Keys: sl.bucketKeys(b, "version", "stock", "res", "due", "quota")}
 	}
-	all := make([]cmds, sl.c.Buckets)
-	for b := range all {
-		all[b] = cmds{
-			version: pipe.Get(ctx, sl.key(b, "version")),
-			stock:   pipe.Get(ctx, sl.key(b, "stock")),
-			res:     pipe.HGetAll(ctx, sl.key(b, "res")),
-			due:     pipe.ZRangeWithScores(ctx, sl.key(b, "due"), 0, -1),
-			quota:   pipe.HGetAll(ctx, sl.key(b, "quota")),
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	cmds, err := luascript.RunAll(ctx, sl.s.rdb, calls)
+	if err != nil {
 		return nil, fmt.Errorf("seckill: read Redis state of %s: %w", sl.c.ID, err)
 	}
-	out := make([]bucketState, len(all))
-	for b, c := range all {
-		st := bucketState{version: "0", res: c.res.Val(), quota: c.quota.Val(), due: map[string]float64{}}
-		if v, err := c.version.Result(); err == nil {
-			st.version = v
+	out := make([]bucketState, len(cmds))
+	for b, cmd := range cmds {
+		if out[b], err = parseSnapshot(cmd.Val()); err != nil {
+			return nil, fmt.Errorf("seckill: read Redis state of %s/%d: %w", sl.c.ID, b, err)
 		}
-		stock, err := c.stock.Int64()
-		st.stock, st.lost = stock, errors.Is(err, redis.Nil)
-		for _, z := range c.due.Val() {
-			st.due[z.Member.(string)] = z.Score
-		}
-		out[b] = st
 	}
 	return out, nil
+}
+
+func parseSnapshot(v any) (bucketState, error) {
+	parts, ok := v.([]any)
+	if !ok || len(parts) != 5 {
+		return bucketState{}, fmt.Errorf("snapshot %v", v)
+	}
+	st := bucketState{version: "0", lost: parts[1] == nil, res: pairs(parts[2]), quota: pairs(parts[4]), due: map[string]float64{}}
+	if v, ok := parts[0].(string); ok {
+		st.version = v
+	}
+	if v, ok := parts[1].(string); ok {
+		st.stock, _ = strconv.ParseInt(v, 10, 64)
+	}
+	for id, score := range pairs(parts[3]) {
+		st.due[id], _ = strconv.ParseFloat(score, 64)
+	}
+	return st, nil
+}
+
+// pairs turns a flat reply list (field, value, …) into a map.
+func pairs(v any) map[string]string {
+	list, _ := v.([]any)
+	m := make(map[string]string, len(list)/2)
+	for i := 0; i+1 < len(list); i += 2 {
+		k, _ := list[i].(string)
+		m[k], _ = list[i+1].(string)
+	}
+	return m
 }
 
 // record is SQL's view of the campaign, read in one transaction.

@@ -30,12 +30,15 @@ var (
 	closeLua string
 	//go:embed rebuild.lua
 	rebuildLua string
+	//go:embed snapshot.lua
+	snapshotLua string
 
-	buyScript     = redis.NewScript(buyLua)
-	takeScript    = redis.NewScript(takeLua)
-	unquotaScript = redis.NewScript(unquotaLua)
-	closeScript   = redis.NewScript(closeLua)
-	rebuildScript = redis.NewScript(rebuildLua)
+	buyScript      = redis.NewScript(buyLua)
+	takeScript     = redis.NewScript(takeLua)
+	unquotaScript  = redis.NewScript(unquotaLua)
+	closeScript    = redis.NewScript(closeLua)
+	rebuildScript  = redis.NewScript(rebuildLua)
+	snapshotScript = redis.NewScript(snapshotLua)
 )
 
 var (
@@ -238,8 +241,8 @@ func (s *Service) Create(ctx context.Context, c Campaign) (*Sale, error) {
 	return sl, err
 }
 
-// Open returns the campaign id, read from SQL once and then cached (a
-// campaign's rules never change).
+// Open returns campaign id as a Sale, its rules read from SQL once and then
+// cached (a campaign's rules never change).
 func (s *Service) Open(ctx context.Context, id string) (*Sale, error) {
 	s.mu.Lock()
 	sl := s.sales[id]
@@ -278,9 +281,9 @@ func (s *Service) readCampaign(ctx context.Context, id string) (Campaign, error)
 	return c, nil
 }
 
-// key is a key of one bucket: "{<campaign>:<bucket>}:<part>".
-func (sl *Sale) key(bucket int, part string) string {
-	return sl.s.space.Key(sl.c.ID+":"+strconv.Itoa(bucket), part)
+// key is a key of one bucket: "{<campaign>:<bucket>}:<part>…".
+func (sl *Sale) key(bucket int, parts ...string) string {
+	return sl.s.space.Key(sl.c.ID+":"+strconv.Itoa(bucket), parts...)
 }
 
 // recent is the bucket's hash of what calls made in this retry window need
@@ -289,7 +292,7 @@ func (sl *Sale) key(bucket int, part string) string {
 // carries the same key, being the same command.
 func (sl *Sale) recent(bucket int) string {
 	w := sl.s.cfg.RetryWindow.Milliseconds()
-	return sl.s.space.Key(sl.c.ID+":"+strconv.Itoa(bucket), "recent", strconv.FormatInt(sl.s.cfg.Now().UnixMilli()/w, 10))
+	return sl.key(bucket, "recent", strconv.FormatInt(sl.s.cfg.Now().UnixMilli()/w, 10))
 }
 
 // recentTTL is how long (ms) a recent hash lives after its last write.
