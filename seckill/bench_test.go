@@ -2,32 +2,46 @@ package seckill
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/testenv"
 )
 
 // TestMain is in seckill_test.go (one per test binary).
 
-// benchCampaign has stock and limits that never run out during a benchmark.
-func benchCampaign(b *testing.B) (*Service, Campaign, *testenv.Redis) {
+// benchSale is a campaign whose stock and limits never run out during a
+// benchmark.
+func benchSale(b *testing.B, r *testenv.Redis, cfg Config) *Sale {
 	ctx := context.Background()
-	r := testenv.NewRedis(b)
-	s, err := New(r.Client, testenv.NewSQL(b), Config{Namespace: r.Namespace})
+	ids, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Namespace, cfg.IDs = r.Namespace, ids
+	s, err := New(r.Client, testenv.NewSQL(b), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if err := s.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	c := Campaign{ID: "bench", SKU: "bench", Stock: 1 << 40, Limit: 1 << 40, Buckets: 1, Starts: time.Now().Add(-time.Minute), Ends: time.Now().Add(time.Hour)}
-	if err := s.Create(ctx, c); err != nil {
+	sl, err := s.Create(ctx, Campaign{ID: "bench", SKU: "bench", Stock: 1 << 40, Limit: 1 << 40, Buckets: 1, Starts: time.Now().Add(-time.Minute), Ends: time.Now().Add(time.Hour)})
+	if err != nil {
 		b.Fatal(err)
 	}
-	return s, c, r
+	return sl
+}
+
+// rawBuy is what decide sends to the buy script for buyer i alone.
+func rawBuy(sl *Sale, i int64) ([]string, []any) {
+	keys := append(sl.bucketKeys(0, "stock", "quota", "res", "due", "outbox"), sl.recent(0), sl.key(0, "version"), sl.key(0, "fence"))
+	k := strconv.FormatInt(i, 10)
+	return keys, []any{sl.c.Limit, sl.s.deadline(), sl.c.ID, 0, 1, sl.recentTTL(), "r" + k, 1, "bench-0-" + k}
 }
 
 func decisionsPerSec(b *testing.B, start time.Time, n int) {
@@ -38,14 +52,15 @@ func decisionsPerSec(b *testing.B, start time.Time, n int) {
 // same script through a raw go-redis EvalSha, in one run.
 func BenchmarkBuy(b *testing.B) {
 	ctx := context.Background()
-	s, c, r := benchCampaign(b)
+	r := testenv.NewRedis(b)
+	sl := benchSale(b, r, Config{})
 	var n atomic.Int64
 	b.Run("service", func(b *testing.B) {
 		b.ReportAllocs()
 		start := time.Now()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := s.Buy(ctx, c, "u"+strconv.FormatInt(n.Add(1), 10), 1); err != nil {
+				if _, err := sl.Buy(ctx, "u"+strconv.FormatInt(n.Add(1), 10), 1); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -54,12 +69,12 @@ func BenchmarkBuy(b *testing.B) {
 	})
 	b.Run("raw-evalsha", func(b *testing.B) {
 		b.ReportAllocs()
-		keys := s.bucketKeys(c.ID, 0, "stock", "quota", "res", "due", "outbox", "seq")
 		sha := buyScript.Load(ctx, r.Client).Val()
 		start := time.Now()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				err := r.Client.EvalSha(ctx, sha, keys, c.Limit, s.deadline(), c.ID, 0, "r"+strconv.FormatInt(n.Add(1), 10), 1).Err()
+				keys, args := rawBuy(sl, n.Add(1))
+				err := r.Client.EvalSha(ctx, sha, keys, args...).Err()
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -73,10 +88,11 @@ func BenchmarkBuy(b *testing.B) {
 // the same script in go-redis pipelines of 128 EvalSha calls.
 func BenchmarkBuyBatched(b *testing.B) {
 	ctx := context.Background()
-	s, c, r := benchCampaign(b)
+	r := testenv.NewRedis(b)
+	sl := benchSale(b, r, Config{})
 	var n atomic.Int64
 	b.Run("batcher", func(b *testing.B) {
-		bt := s.NewBatcher(c, BatchConfig{})
+		bt := sl.NewBatcher(BatchConfig{})
 		defer bt.Close()
 		b.ReportAllocs()
 		b.SetParallelism(256)
@@ -91,7 +107,6 @@ func BenchmarkBuyBatched(b *testing.B) {
 		decisionsPerSec(b, start, b.N)
 	})
 	b.Run("raw-pipelined-evalsha", func(b *testing.B) {
-		keys := s.bucketKeys(c.ID, 0, "stock", "quota", "res", "due", "outbox", "seq")
 		sha := buyScript.Load(ctx, r.Client).Val()
 		b.ReportAllocs()
 		start := time.Now()
@@ -99,7 +114,8 @@ func BenchmarkBuyBatched(b *testing.B) {
 		for i := 0; i < b.N; i += depth {
 			pipe := r.Client.Pipeline()
 			for range min(depth, b.N-i) {
-				pipe.EvalSha(ctx, sha, keys, c.Limit, s.deadline(), c.ID, 0, "r"+strconv.FormatInt(n.Add(1), 10), 1)
+				keys, args := rawBuy(sl, n.Add(1))
+				pipe.EvalSha(ctx, sha, keys, args...)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				b.Fatal(err)
@@ -107,4 +123,24 @@ func BenchmarkBuyBatched(b *testing.B) {
 		}
 		decisionsPerSec(b, start, b.N)
 	})
+}
+
+// BenchmarkBuyWait: one buyer per call on a Redis Cluster (one replica per
+// master), answering at once or after WAIT 1 (Config.WaitReplicas).
+func BenchmarkBuyWait(b *testing.B) {
+	ctx := context.Background()
+	for _, replicas := range []int{0, 1} {
+		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
+			sl := benchSale(b, testenv.NewRedisCluster(b), Config{WaitReplicas: replicas, WaitTimeout: time.Second})
+			var n atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := sl.Buy(ctx, "u"+strconv.FormatInt(n.Add(1), 10), 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,16 +18,19 @@ import (
 
 var userPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
 
-// request is one buyer's ask.
+// request is one buyer's ask, with the number of its reservation id should
+// it get one.
 type request struct {
 	user string
 	qty  int64
+	n    int64
 }
 
 // admit checks a purchase before it reaches the stock: input, the
 // campaign's window (on the caller's clock) and the entrance rate limits.
-func (s *Service) admit(ctx context.Context, c Campaign, user string, qty int64) error {
-	if !userPattern.MatchString(user) || qty < 1 || qty > c.Limit || c.Buckets < 1 {
+func (sl *Sale) admit(ctx context.Context, user string, qty int64) error {
+	s, c := sl.s, sl.c
+	if !userPattern.MatchString(user) || qty < 1 || qty > c.Limit {
 		return fmt.Errorf("%w: user %q (1..128 of A-Z a-z 0-9 _ . : @ -), qty %d (1..%d)", ErrInvalid, user, qty, c.Limit)
 	}
 	now := s.cfg.Now()
@@ -59,85 +65,152 @@ func (s *Service) allow(ctx context.Context, key string, limit redis_rate.Limit)
 }
 
 // home is the bucket holding user's quota, and the first it buys from.
-func home(c Campaign, user string) int { return int(xxhash.Sum64String(user) % uint64(c.Buckets)) }
+func (sl *Sale) home(user string) int { return int(xxhash.Sum64String(user) % uint64(sl.c.Buckets)) }
 
-// Buy reserves qty units of c for user and returns the reservation id. The
+// Buy reserves qty units for user and returns the reservation id. The
 // reservation must be paid (Pay) within PayTimeout or it is released.
-func (s *Service) Buy(ctx context.Context, c Campaign, user string, qty int64) (string, error) {
-	if err := s.admit(ctx, c, user, qty); err != nil {
+func (sl *Sale) Buy(ctx context.Context, user string, qty int64) (string, error) {
+	if err := sl.admit(ctx, user, qty); err != nil {
 		return "", err
 	}
-	h := home(c, user)
-	res, err := s.decide(ctx, c, h, []request{{user, qty}})
+	r, err := sl.request(ctx, user, qty)
 	if err != nil {
 		return "", err
 	}
-	return s.finish(ctx, c, request{user, qty}, h, res[0])
+	h := sl.home(user)
+	res, err := sl.decide(ctx, h, []request{r})
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
+		return "", err
+	}
+	return sl.finish(ctx, r, h, res[0], err)
 }
 
-// decide runs the home-bucket script for a batch of requests.
-func (s *Service) decide(ctx context.Context, c Campaign, bucket int, reqs []request) ([]string, error) {
-	args := make([]any, 0, 4+2*len(reqs))
-	args = append(args, c.Limit, s.deadline(), c.ID, bucket)
-	for _, r := range reqs {
-		args = append(args, r.user, r.qty)
-	}
-	keys := s.bucketKeys(c.ID, bucket, "stock", "quota", "res", "due", "outbox", "seq")
-	out, err := buyScript.Run(ctx, s.rdb, keys, args...).StringSlice()
+func (sl *Sale) request(ctx context.Context, user string, qty int64) (request, error) {
+	n, err := sl.s.cfg.IDs.Next(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("seckill: buy on %s/%d: %w", c.ID, bucket, err)
+		return request{}, fmt.Errorf("seckill: reservation id: %w", err)
 	}
-	return out, nil
+	return request{user: user, qty: qty, n: n}, nil
+}
+
+// id is the reservation id of r's units taken from bucket b.
+func (sl *Sale) id(b int, r request) string {
+	return sl.c.ID + "-" + strconv.Itoa(b) + "-" + strconv.FormatInt(r.n, 10)
+}
+
+// decide runs the home-bucket script for a batch of requests and returns
+// one answer letter per request (see buy.lua), with ErrNotReplicated when
+// the answers are valid but not confirmed by replicas. While Reconcile
+// rebuilds the bucket the script answers W: decide waits and asks again, for
+// up to maxFenceWait, then answers X.
+func (sl *Sale) decide(ctx context.Context, bucket int, reqs []request) (string, error) {
+	wait := time.Millisecond
+	for waited := time.Duration(0); ; waited += wait {
+		out, err := sl.decideOnce(ctx, bucket, reqs)
+		if out == "" || out[0] != 'W' {
+			return out, err
+		}
+		if waited >= maxFenceWait {
+			return strings.Repeat("X", len(reqs)), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+	}
+}
+
+func (sl *Sale) decideOnce(ctx context.Context, bucket int, reqs []request) (string, error) {
+	only := 0
+	if sl.c.Buckets == 1 {
+		only = 1
+	}
+	args := make([]any, 0, 6+3*len(reqs))
+	args = append(args, sl.c.Limit, sl.s.deadline(), sl.c.ID, bucket, only, sl.recentTTL())
+	for _, r := range reqs {
+		args = append(args, r.user, r.qty, sl.id(bucket, r))
+	}
+	keys := sl.bucketKeys(bucket, "stock", "quota", "res", "due", "outbox")
+	keys = append(keys, sl.recent(bucket), sl.key(bucket, "version"), sl.key(bucket, "fence"))
+	cmd, err := sl.s.runDecision(ctx, buyScript, keys, args...)
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
+		return "", fmt.Errorf("seckill: buy on %s/%d: %w", sl.c.ID, bucket, err)
+	}
+	if out, _ := cmd.Text(); len(out) == len(reqs) {
+		return out, err
+	}
+	return "", fmt.Errorf("seckill: buy on %s/%d: %q answers %d buyers", sl.c.ID, bucket, cmd.Val(), len(reqs))
 }
 
 func (s *Service) deadline() int64 { return s.cfg.Now().Add(s.cfg.PayTimeout).UnixMilli() }
 
 // finish turns the home bucket's answer into the buyer's: a reservation,
 // the limit, or — the home bucket being empty — stock from another bucket,
-// else the held quota back and sold out.
-func (s *Service) finish(ctx context.Context, c Campaign, r request, h int, res string) (string, error) {
-	switch res {
-	case "L":
+// else the held quota back and sold out. unconfirmed is the home decision's
+// ErrNotReplicated, if any, returned with a reservation made there.
+func (sl *Sale) finish(ctx context.Context, r request, h int, answer byte, unconfirmed error) (string, error) {
+	c := sl.c
+	switch answer {
+	case 'R':
+		return sl.id(h, r), unconfirmed
+	case 'L':
 		return "", ErrLimitReached
-	case "H":
+	case 'S':
+		return "", ErrSoldOut
+	case 'X':
+		return "", ErrStateLost
+	case 'H':
 		// One pipelined read says which buckets may still serve, so a
 		// sold-out buyer costs one round trip, not one per bucket; the
 		// take script is what decides.
-		stocks, err := s.bucketStocks(ctx, c)
+		stocks, err := sl.bucketStocks(ctx)
 		if err != nil {
 			return "", err // the hold stays: no oversell
 		}
+		lost := false
 		for i := 1; i < c.Buckets; i++ {
 			b := (h + i) % c.Buckets
+			lost = lost || stocks[b] == stockLost
 			if stocks[b] < r.qty {
 				continue
 			}
-			keys := s.bucketKeys(c.ID, b, "stock", "res", "due", "outbox", "seq")
-			id, err := takeScript.Run(ctx, s.rdb, keys, c.ID, b, r.user, r.qty, h, s.deadline()).Text()
-			if err != nil {
+			keys := sl.bucketKeys(b, "stock", "res", "due", "outbox", "version", "fence")
+			id := sl.id(b, r)
+			cmd, err := sl.s.runDecision(ctx, takeScript, keys, c.ID, id, r.user, r.qty, h, sl.s.deadline())
+			if err != nil && !errors.Is(err, ErrNotReplicated) {
 				return "", fmt.Errorf("seckill: take from %s/%d: %w", c.ID, b, err) // the hold stays: no oversell
 			}
-			if id != "" {
-				return id, nil
+			took, _ := cmd.Int64()
+			if took == 1 {
+				return id, err
 			}
+			lost = lost || took < 0
 		}
-		if err := s.unquota(ctx, c, r.user, r.qty, h, "hold:"+token()); err != nil {
+		if err := sl.unquota(ctx, r.user, r.qty, h, "hold:"+sl.id(h, r)); err != nil {
 			return "", err
+		}
+		if lost { // a bucket lost or being rebuilt may hold units: not sold out
+			return "", ErrStateLost
 		}
 		return "", ErrSoldOut
 	}
-	return res, nil
+	return "", fmt.Errorf("seckill: buy on %s/%d: unknown answer %q", c.ID, h, answer)
 }
 
-func (s *Service) unquota(ctx context.Context, c Campaign, user string, qty int64, h int, tok string) error {
-	keys := s.bucketKeys(c.ID, h, "quota", "unquota")
-	if err := unquotaScript.Run(ctx, s.rdb, keys, user, qty, tok).Err(); err != nil {
+// unquota gives user's quota back on its home bucket h, once per token.
+func (sl *Sale) unquota(ctx context.Context, user string, qty int64, h int, token string) error {
+	keys := []string{sl.key(h, "quota"), sl.recent(h), sl.key(h, "version")}
+	if err := unquotaScript.Run(ctx, sl.s.rdb, keys, user, qty, token, sl.recentTTL()).Err(); err != nil {
 		return fmt.Errorf("seckill: return quota of %s: %w", user, err)
 	}
 	return nil
 }
 
-func token() string {
+// callID names one script call, so that the same call sent again (same
+// arguments) is recognised by the script.
+func callID() string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return hex.EncodeToString(b)
@@ -149,8 +222,7 @@ func token() string {
 // trip. Every caller still gets its own answer, and a user twice in one batch
 // is decided in order.
 type Batcher struct {
-	s      *Service
-	c      Campaign
+	sl     *Sale
 	queues []chan *waiting
 	cfg    BatchConfig
 	stop   chan struct{}
@@ -169,21 +241,21 @@ type BatchConfig struct {
 
 type waiting struct {
 	request
-	res  string
+	res  byte
 	err  error
 	done chan struct{}
 }
 
-// NewBatcher starts a batcher for c. Close it to stop its loops.
-func (s *Service) NewBatcher(c Campaign, cfg BatchConfig) *Batcher {
+// NewBatcher starts a batcher for the campaign. Close it to stop its loops.
+func (sl *Sale) NewBatcher(cfg BatchConfig) *Batcher {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 256
 	}
 	if cfg.Linger == 0 {
 		cfg.Linger = 200 * time.Microsecond
 	}
-	b := &Batcher{s: s, c: c, cfg: cfg, stop: make(chan struct{})}
-	for bucket := range c.Buckets {
+	b := &Batcher{sl: sl, cfg: cfg, stop: make(chan struct{})}
+	for bucket := range sl.c.Buckets {
 		q := make(chan *waiting, 4*cfg.MaxBatch)
 		b.queues = append(b.queues, q)
 		b.wg.Go(func() { b.loop(bucket, q) })
@@ -191,13 +263,17 @@ func (s *Service) NewBatcher(c Campaign, cfg BatchConfig) *Batcher {
 	return b
 }
 
-// Buy is Service.Buy through the batcher.
+// Buy is Sale.Buy through the batcher.
 func (b *Batcher) Buy(ctx context.Context, user string, qty int64) (string, error) {
-	if err := b.s.admit(ctx, b.c, user, qty); err != nil {
+	if err := b.sl.admit(ctx, user, qty); err != nil {
 		return "", err
 	}
-	h := home(b.c, user)
-	w := &waiting{request: request{user, qty}, done: make(chan struct{})}
+	h := b.sl.home(user)
+	r, err := b.sl.request(ctx, user, qty)
+	if err != nil {
+		return "", err
+	}
+	w := &waiting{request: r, done: make(chan struct{})}
 	select {
 	case b.queues[h] <- w:
 	case <-ctx.Done():
@@ -206,10 +282,10 @@ func (b *Batcher) Buy(ctx context.Context, user string, qty int64) (string, erro
 		return "", fmt.Errorf("seckill: batcher closed")
 	}
 	<-w.done // decided even if ctx ends meanwhile: the answer must not be lost
-	if w.err != nil {
+	if w.err != nil && !errors.Is(w.err, ErrNotReplicated) {
 		return "", w.err
 	}
-	return b.s.finish(ctx, b.c, w.request, h, w.res)
+	return b.sl.finish(ctx, w.request, h, w.res, w.err)
 }
 
 func (b *Batcher) loop(bucket int, q chan *waiting) {
@@ -239,12 +315,11 @@ func (b *Batcher) loop(bucket int, q chan *waiting) {
 			reqs = append(reqs, w.request)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		res, err := b.s.decide(ctx, b.c, bucket, reqs)
+		res, err := b.sl.decide(ctx, bucket, reqs)
 		cancel()
 		for i, w := range batch {
-			if err != nil {
-				w.err = err
-			} else {
+			w.err = err
+			if res != "" {
 				w.res = res[i]
 			}
 			close(w.done)

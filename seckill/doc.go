@@ -7,6 +7,10 @@
 // makes the final deduction (UPDATE … SET n = n − qty WHERE sku = ? AND
 // n >= qty).
 //
+// Campaigns: Create records one in SQL; Open returns it by id as a Sale whose
+// rules (limit, buckets, window) are read from SQL once and cached — a
+// campaign never changes — so no caller-built struct can bypass them.
+//
 // The gate: one Lua script per decision checks the buyer's limit, deducts
 // stock, records the reservation (with its payment deadline) and appends the
 // order event to the bucket's outbox stream — all or nothing. The keys of one
@@ -20,32 +24,91 @@
 // bucket). A process dying between the two steps leaves a quota held without
 // a unit: the buyer loses a try, no unit is lost or sold twice.
 //
+// Reservation ids are "<campaign>-<bucket>-<n>", n from Config.IDs (a
+// snowflake) passed into the scripts: never from a Redis counter, which a
+// failover or a restart from an older snapshot rolls back.
+//
+// Retries: go-redis sends a command again when its reply is lost (3 times by
+// default), and a script that acted would act twice. Every script that
+// changes state recognises its own second run: a buy or take by the
+// reservation id the caller made, a hold, a quota return or a close by a
+// record kept in a per-bucket hash for Config.RetryWindow. So one Buy leaves
+// one reservation and gets the first run's answer, whatever the client's
+// retry settings. SQL transactions that meet a deadlock, a lock wait timeout,
+// a serialization failure or SQLite's busy are run again with jittered
+// backoff for as long as the context lasts.
+//
 // Coalescing: a Batcher folds the buyers waiting for one home bucket into one
 // script call, deciding them in order (the same user twice included). Every
 // buyer gets its own answer; batches form only under load.
 //
 // Orders: the outbox streams are relayed to Kafka (an outbox.Relay over
-// Service.Outboxes, keyed by campaign, entries deleted only after the broker acknowledged; while Kafka is
-// down they wait). HandleOrder creates the order row — the reservation id is
-// its primary key, so redelivery is harmless — and deducts the SQL stock in
-// the same transaction, guarded by n >= qty: if Redis ever sold more than SQL
-// holds (a failover lost decrements), the extra orders are Rejected. SQL never
-// records more units sold than there were.
+// Sale.Outboxes, keyed by campaign; entries are deleted only after the broker
+// acknowledged, and wait while Kafka is down). The value is an OrderMessage,
+// versioned JSON decoded strictly: a malformed one is ErrBadMessage and
+// poison, skipped or dead-lettered by the consumer. HandleOrder creates the
+// order row — the reservation id is its primary key, so a redelivery changes
+// nothing, and a recorded id arriving with another buyer, campaign or
+// quantity is ErrIDConflict (poison), never taken for a redelivery — and
+// deducts the SQL stock in the same transaction, guarded by n >= qty: if
+// Redis ever sold more than SQL holds, the extra orders are Rejected. SQL
+// never records more units sold than there were.
 //
 // Release: reservations wait in a per-bucket sorted set by deadline (a Redis
 // delay queue; asynq would add a second queue system for one sorted set).
 // ReleaseDue settles each due one in SQL first: the conditional UPDATE
 // pending → released races Pay's pending → paid and exactly one wins; a
 // release returns the units to SQL's stock in that transaction, then to
-// Redis with the buyer's quota, each once (the reservation is removed
-// atomically with the restock; the quota return is keyed by reservation id).
-// A payment that arrives after the release gets ErrReleased: refund it.
+// Redis with the buyer's quota, each once (the close script restocks only if
+// the reservation is still open, and only its caller returns the quota).
+// Pay returns nil only once SQL records the payment; a payment that arrives
+// after the release gets ErrReleased: refund it.
 //
 // Entrance: per-user and per-campaign rate limits through
 // go-redis/redis_rate, before any stock is touched.
 //
-// Reconcile compares Redis stock plus reservations SQL has not recorded with
-// SQL's stock, and lowers an overstated Redis stock.
+// What Redis can lose, and how it is found and repaired. Redis replicates
+// asynchronously: a failover to a replica that missed the last writes, or a
+// restart without persistence (or from an older snapshot), forgets decisions
+// buyers were told about — reservations, quota counts, stock decrements and
+// the outbox entries of those that were not relayed yet. SQL is the record:
 //
-// A Service and a Batcher are safe for concurrent use.
+//   - Nothing is oversold in SQL: the final deduction is guarded, so Redis
+//     selling a forgotten unit again costs that second buyer a Rejected
+//     order, never a unit SQL does not have.
+//   - A bucket whose state is gone entirely answers Buy with ErrStateLost
+//     until Reconcile repairs it, rather than selling from nothing.
+//   - Sale.Reconcile reports the differences (Report: drift of the stock,
+//     lost buckets, pending orders without their reservation, settled ones
+//     still open, quotas below what users' orders hold) and, with repair,
+//     rebuilds Redis from SQL: stock = SQL's stock less the units in flight,
+//     the pending orders' reservations with their deadlines (so they are
+//     released or paid as usual), quotas raised to what each user's orders
+//     and reservations hold. Repairing during the sale is safe: the buckets
+//     are fenced (new purchases wait, for a few milliseconds usually, two
+//     seconds at most), then each is rewritten in one script only if no
+//     script changed it since it was read (a version bumped by every
+//     change), else read again.
+//   - In flight: a reservation open in Redis whose order SQL has not recorded
+//     is counted as in flight and kept (its event is in the outbox or in
+//     Kafka). An event relayed to Kafka whose reservation Redis then lost is
+//     invisible to Reconcile: after a failover, repair once the consumer has
+//     caught up with the order topic; if such an event is consumed after the
+//     repair, its units are sold twice in Redis (the second order is
+//     Rejected) and Reconcile should run again.
+//   - What stays lost: a decision forgotten before its event was relayed has
+//     no record anywhere. Its buyer holds an id that Pay answers with
+//     ErrNotReady forever, and the unit is sold again. The window is the
+//     replication lag at the failover (typically under a second).
+//     Config.WaitReplicas closes most of it: each decision a buyer is told
+//     about first waits (Redis WAIT) until that many replicas have it, so a
+//     failover to one of them keeps it (Redis may still promote a replica
+//     that missed it when several exist; WAIT is not consensus); a decision
+//     the replicas did not confirm in time is returned with
+//     ErrNotReplicated. It costs a replica round trip per decision call:
+//     on a loopback cluster sharing two cores, one buyer per call went from
+//     about 105 to 170 µs (BenchmarkBuyWait); the batcher pays it once per
+//     batch.
+//
+// A Service, a Sale and a Batcher are safe for concurrent use.
 package seckill

@@ -3,12 +3,12 @@ package seckill
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/internal/sqlutil"
@@ -23,166 +23,182 @@ const (
 	Rejected = "rejected" // Redis sold a unit SQL did not have (Redis lost state)
 )
 
-// OrderEvent is one reservation to record as an order.
-type OrderEvent struct {
-	ID       string
-	Campaign string
-	User     string
-	Qty      int64
-}
-
-// outboxEntry is what the buy scripts append: a campaign and its orders as
-// "id|user|qty;id|user|qty…", one entry per decided batch.
-type outboxEntry struct {
-	V        int    `json:"v"`
-	Campaign string `json:"campaign"`
-	Orders   string `json:"orders"`
-}
-
-func (e outboxEntry) events() ([]OrderEvent, error) {
-	var out []OrderEvent
-	for _, o := range strings.Split(e.Orders, ";") {
-		f := strings.Split(o, "|")
-		if len(f) != 3 {
-			return nil, fmt.Errorf("seckill: malformed order %q", o)
-		}
-		qty, err := strconv.ParseInt(f[2], 10, 64)
-		if err != nil || qty < 1 || f[0] == "" {
-			return nil, fmt.Errorf("seckill: malformed order %q", o)
-		}
-		out = append(out, OrderEvent{ID: f[0], Campaign: e.Campaign, User: f[1], Qty: qty})
-	}
-	return out, nil
-}
-
-// HandleOrder is the Kafka consumer of order events: for each order in the
-// message it creates the order row and makes the final deduction in SQL, in
-// one transaction, guarded by "n >= qty" — so SQL never records more units
-// sold than the SKU has, even if Redis lost its state and sold too many
-// (those orders are Rejected). A redelivered message finds its rows and
-// changes nothing.
+// HandleOrder is the Kafka consumer of order messages (see OrderMessage):
+// for each order in the message it creates the order row and makes the final
+// deduction in SQL, in one transaction, guarded by "n >= qty" — so SQL never
+// records more units sold than the SKU has, even if Redis lost its state and
+// sold too many (those orders are Rejected). A redelivered message finds its
+// rows and changes nothing; an id recorded for another buyer, campaign or
+// quantity is ErrIDConflict. A malformed message, or one for a campaign SQL
+// does not know, is ErrBadMessage. Both are outbox.ErrPoison; any other error
+// is transient.
 func (s *Service) HandleOrder(ctx context.Context, _, value []byte) error {
-	var e outboxEntry
-	if err := json.Unmarshal(value, &e); err != nil || e.V != 1 {
-		return outbox.Poison(fmt.Errorf("seckill: malformed order message %q: %v", value, err))
-	}
-	events, err := e.events()
+	m, err := DecodeOrderMessage(value)
 	if err != nil {
 		return outbox.Poison(err)
 	}
-	for _, ev := range events {
-		if err := s.CreateOrder(ctx, ev); err != nil {
+	sl, err := s.Open(ctx, m.Campaign)
+	if errors.Is(err, ErrNoCampaign) {
+		return outbox.Poison(fmt.Errorf("%w: %w", ErrBadMessage, err))
+	}
+	if err != nil {
+		return err
+	}
+	for _, o := range m.Orders {
+		if _, b, _, _ := splitID(o.ID); b >= sl.c.Buckets {
+			return outbox.Poison(fmt.Errorf("%w: order %s: campaign %s has %d buckets", ErrBadMessage, o.ID, sl.c.ID, sl.c.Buckets))
+		}
+	}
+	for _, o := range m.Orders {
+		if err := sl.createOrder(ctx, o); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// CreateOrder records one reservation as an order (see HandleOrder).
-func (s *Service) CreateOrder(ctx context.Context, e OrderEvent) error {
-	c, err := s.Campaign(ctx, e.Campaign)
-	if err != nil {
-		return err
-	}
-	tx, err := s.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	_, err = tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		e.ID, e.Campaign, e.User, e.Qty, Pending, s.cfg.Now().UnixMilli())
-	if sqlutil.IsDuplicate(err) {
-		return nil // delivered before, or released before it arrived
-	}
-	if err != nil {
-		return fmt.Errorf("seckill: insert order: %w", err)
-	}
-	res, err := tx.ExecContext(ctx, `UPDATE seckill_stock SET n = n - ? WHERE sku = ? AND n >= ?`, e.Qty, c.SKU, e.Qty)
-	if err != nil {
-		return fmt.Errorf("seckill: deduct stock: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		if _, err := tx.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ?`, Rejected, e.ID); err != nil {
+// createOrder records one reservation as an order (see HandleOrder).
+func (sl *Sale) createOrder(ctx context.Context, o Order) error {
+	s, c := sl.s, sl.c
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, pay_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			o.ID, c.ID, o.User, o.Qty, Pending, o.PayBy.UnixMilli(), s.cfg.Now().UnixMilli())
+		if sqlutil.IsDuplicate(err) { // delivered before, or released before it arrived — or a conflict
+			return sameOrder(ctx, tx, c.ID, o)
+		}
+		if err != nil {
+			return fmt.Errorf("seckill: insert order: %w", err)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE seckill_stock SET n = n - ? WHERE sku = ? AND n >= ?`, o.Qty, c.SKU, o.Qty)
+		if err != nil {
+			return fmt.Errorf("seckill: deduct stock: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
 			return err
 		}
+		_, err = tx.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ?`, Rejected, o.ID)
+		return err
+	})
+}
+
+// sameOrder checks that the order recorded under o.ID is o, so that only a
+// redelivery is taken for one.
+func sameOrder(ctx context.Context, tx *sqlx.Tx, campaign string, o Order) error {
+	var had struct {
+		Campaign string `db:"campaign"`
+		User     string `db:"user_id"`
+		Qty      int64  `db:"qty"`
 	}
-	return tx.Commit()
+	if err := tx.GetContext(ctx, &had, `SELECT campaign, user_id, qty FROM seckill_orders WHERE id = ?`, o.ID); err != nil {
+		return fmt.Errorf("seckill: read order %s: %w", o.ID, err)
+	}
+	if had.Campaign != campaign || had.User != o.User || had.Qty != o.Qty {
+		return outbox.Poison(fmt.Errorf("%w: %s is %s × %d of %s, the message says %s × %d of %s",
+			ErrIDConflict, o.ID, had.User, had.Qty, had.Campaign, o.User, o.Qty, campaign))
+	}
+	return nil
 }
 
 // Pay marks a reservation paid. It is idempotent; it fails with ErrReleased
 // when the timeout won the race (refund, never "paid"), and with ErrNotReady
-// before the order row exists.
+// before the order row exists. It returns nil only once SQL records the order
+// paid.
 func (s *Service) Pay(ctx context.Context, id string) error {
-	c, b, err := s.parseID(ctx, id)
+	sl, b, err := s.reservation(ctx, id)
 	if err != nil {
 		return err
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ? AND status = ?`, Paid, id, Pending)
-	if err != nil {
-		return fmt.Errorf("seckill: pay: %w", err)
+	if err := s.markPaid(ctx, id); err != nil {
+		return err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		switch status, err := s.status(ctx, id); {
-		case err != nil:
+	_, err = sl.close(ctx, b, id, false)
+	return err
+}
+
+// markPaid returns nil when its conditional UPDATE recorded the payment or
+// the order was found paid before; the outcome never rests on a status read
+// that a concurrent writer can change.
+func (s *Service) markPaid(ctx context.Context, id string) error {
+	return withRetry(ctx, func() error {
+		res, err := s.db.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ? AND status = ?`, Paid, id, Pending)
+		if err != nil {
+			return fmt.Errorf("seckill: pay: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
 			return err
-		case status == "":
+		}
+		var status string
+		err = s.db.GetContext(ctx, &status, `SELECT status FROM seckill_orders WHERE id = ?`, id)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
 			return ErrNotReady
+		case err != nil:
+			return fmt.Errorf("seckill: pay: %w", err)
+		case status == Paid:
+			return nil // a repeated callback
 		case status == Released || status == Rejected:
 			return fmt.Errorf("%w: %s is %s", ErrReleased, id, status)
 		}
-		// Paid before: fall through to make sure Redis forgot it.
-	}
-	return s.close(ctx, c, b, id, false)
+		return errDecideAgain // pending: the row was created after the UPDATE looked
+	})
 }
 
-func (s *Service) status(ctx context.Context, id string) (string, error) {
-	var st string
-	err := s.db.GetContext(ctx, &st, `SELECT status FROM seckill_orders WHERE id = ?`, id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
+// splitID splits a reservation id "<campaign>-<bucket>-<number>".
+func splitID(id string) (campaign string, bucket int, n int64, err error) {
+	j := strings.LastIndexByte(id, '-')
+	i := -1
+	if j > 0 {
+		i = strings.LastIndexByte(id[:j], '-')
 	}
-	return st, err
+	if i <= 0 {
+		return "", 0, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
+	}
+	bucket, err1 := strconv.Atoi(id[i+1 : j])
+	n, err2 := strconv.ParseInt(id[j+1:], 10, 64)
+	if err1 != nil || err2 != nil || bucket < 0 || n < 1 || !idPattern.MatchString(id[:i]) {
+		return "", 0, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
+	}
+	return id[:i], bucket, n, nil
 }
 
-// parseID splits "<campaign>-<bucket>-<seq>".
-func (s *Service) parseID(ctx context.Context, id string) (Campaign, int, error) {
-	parts := strings.Split(id, "-")
-	if len(parts) < 3 {
-		return Campaign{}, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
-	}
-	b, err := strconv.Atoi(parts[len(parts)-2])
+// reservation finds the campaign and bucket of a reservation id.
+func (s *Service) reservation(ctx context.Context, id string) (*Sale, int, error) {
+	campaign, b, _, err := splitID(id)
 	if err != nil {
-		return Campaign{}, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
+		return nil, 0, err
 	}
-	c, err := s.Campaign(ctx, strings.Join(parts[:len(parts)-2], "-"))
+	sl, err := s.Open(ctx, campaign)
 	if err != nil {
-		return Campaign{}, 0, err
+		return nil, 0, err
 	}
-	if b < 0 || b >= c.Buckets {
-		return Campaign{}, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
+	if b >= sl.c.Buckets {
+		return nil, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
 	}
-	return c, b, nil
+	return sl, b, nil
 }
 
 // close removes a reservation from its bucket (restocking it if asked) and,
 // when restocked, gives the buyer's quota back, once.
-func (s *Service) close(ctx context.Context, c Campaign, b int, id string, restock bool) error {
+// It reports whether this call restocked it.
+func (sl *Sale) close(ctx context.Context, b int, id string, restock bool) (bool, error) {
 	flag := "0"
 	if restock {
 		flag = "1"
 	}
-	r, err := releaseScript.Run(ctx, s.rdb, s.bucketKeys(c.ID, b, "stock", "res", "due"), id, flag).Text()
+	keys := sl.bucketKeys(b, "stock", "res", "due")
+	keys = append(keys, sl.recent(b), sl.key(b, "version"))
+	r, err := closeScript.Run(ctx, sl.s.rdb, keys, id, callID(), flag, sl.recentTTL()).Text()
 	if err != nil {
-		return fmt.Errorf("seckill: close %s: %w", id, err)
+		return false, fmt.Errorf("seckill: close %s: %w", id, err)
 	}
 	if !restock || r == "" {
-		return nil
+		return false, nil
 	}
 	user, qty, h, err := parseReservation(r)
 	if err != nil {
-		return err
+		return true, err
 	}
-	return s.unquota(ctx, c, user, qty, h, id)
+	return true, sl.unquota(ctx, user, qty, h, id)
 }
 
 func parseReservation(r string) (user string, qty int64, home int, err error) {
@@ -201,93 +217,99 @@ func parseReservation(r string) (user string, qty int64, home int, err error) {
 	return r[:j], qty, home, nil
 }
 
-// ReleaseDue releases the reservations of c whose payment deadline passed
-// and returns how many it released. SQL decides each one: the conditional
-// UPDATE pending → released races Pay's pending → paid, and exactly one wins.
-// A released order returns its units to SQL's stock in the same transaction,
-// then to Redis with the buyer's quota. An order the consumer has not created
-// yet is recorded as released first, so its late event changes nothing.
-func (s *Service) ReleaseDue(ctx context.Context, c Campaign) (int, error) {
-	now := strconv.FormatInt(s.cfg.Now().UnixMilli(), 10)
+// ReleaseDue releases the reservations whose payment deadline passed and
+// returns how many this pass returned to the stock (concurrent passes never
+// count one twice). SQL decides each one: the conditional UPDATE pending →
+// released races Pay's pending → paid, and exactly one wins. A released order
+// returns its units to SQL's stock in the same transaction, then to Redis with
+// the buyer's quota. An order the consumer has not created yet is recorded as
+// released first, so its late event changes nothing. A reservation that meets
+// an error stays due for the next pass; the others are still released.
+func (sl *Sale) ReleaseDue(ctx context.Context) (int, error) {
+	now := strconv.FormatInt(sl.s.cfg.Now().UnixMilli(), 10)
 	released := 0
-	for b := range c.Buckets {
-		ids, err := s.rdb.ZRangeByScore(ctx, s.key(c.ID, b, "due"), &redis.ZRangeBy{Min: "-inf", Max: now}).Result()
+	var errs []error
+	for b := range sl.c.Buckets {
+		due, err := sl.s.rdb.ZRangeByScoreWithScores(ctx, sl.key(b, "due"), &redis.ZRangeBy{Min: "-inf", Max: now}).Result()
 		if err != nil {
-			return released, fmt.Errorf("seckill: due of %s/%d: %w", c.ID, b, err)
+			errs = append(errs, fmt.Errorf("seckill: due of %s/%d: %w", sl.c.ID, b, err))
+			continue
 		}
-		for _, id := range ids {
-			restock, err := s.decideRelease(ctx, c, b, id)
-			if err != nil {
-				return released, err
+		for _, z := range due {
+			if err := ctx.Err(); err != nil {
+				return released, errors.Join(append(errs, err)...)
 			}
-			if err := s.close(ctx, c, b, id, restock); err != nil {
-				return released, err
-			}
-			if restock {
+			restocked, err := sl.release(ctx, b, z.Member.(string), int64(z.Score))
+			if restocked {
 				released++
+			}
+			if err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
-	return released, nil
+	return released, errors.Join(errs...)
 }
 
-// decideRelease settles id in SQL and reports whether its units go back.
-func (s *Service) decideRelease(ctx context.Context, c Campaign, b int, id string) (bool, error) {
-	for range 3 {
-		tx, err := s.db.BeginTxx(ctx, nil)
-		if err != nil {
-			return false, err
-		}
+// release settles one due reservation and reports whether this call
+// returned its units to the stock.
+func (sl *Sale) release(ctx context.Context, b int, id string, payBy int64) (bool, error) {
+	restock, err := sl.decideRelease(ctx, b, id, payBy)
+	if err != nil {
+		return false, err
+	}
+	return sl.close(ctx, b, id, restock)
+}
+
+// decideRelease settles id in SQL and reports whether its units go back:
+// this call released it, or a release was decided before (Redis may not have
+// been told; the close script restocks once whoever runs it).
+func (sl *Sale) decideRelease(ctx context.Context, b int, id string, payBy int64) (restock bool, err error) {
+	err = sl.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		restock = false
 		res, err := tx.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ? AND status = ?`, Released, id, Pending)
 		if err != nil {
-			tx.Rollback()
-			return false, err
+			return fmt.Errorf("seckill: release %s: %w", id, err)
 		}
-		if n, _ := res.RowsAffected(); n == 1 {
-			var qty int64
-			if err := tx.GetContext(ctx, &qty, `SELECT qty FROM seckill_orders WHERE id = ?`, id); err != nil {
-				tx.Rollback()
-				return false, err
-			}
-			if _, err := tx.ExecContext(ctx, `UPDATE seckill_stock SET n = n + ? WHERE sku = ?`, qty, c.SKU); err != nil {
-				tx.Rollback()
-				return false, err
-			}
-			return true, tx.Commit()
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 1 {
+			restock = true
+			_, err := tx.ExecContext(ctx, `UPDATE seckill_stock SET n = n + (SELECT qty FROM seckill_orders WHERE id = ?) WHERE sku = ?`, id, sl.c.SKU)
+			return err
 		}
 		var status string
 		err = tx.GetContext(ctx, &status, `SELECT status FROM seckill_orders WHERE id = ?`, id)
 		if errors.Is(err, sql.ErrNoRows) {
-			// The event is still on its way: record the release first.
-			r, rerr := s.rdb.HGet(ctx, s.key(c.ID, b, "res"), id).Result()
-			if rerr != nil {
-				tx.Rollback()
-				return false, nil // already closed in Redis: nothing to release
-			}
-			user, qty, _, perr := parseReservation(r)
-			if perr != nil {
-				tx.Rollback()
-				return false, perr
-			}
-			_, err = tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-				id, c.ID, user, qty, Released, s.cfg.Now().UnixMilli())
-			if sqlutil.IsDuplicate(err) {
-				tx.Rollback()
-				continue // the consumer got there first: decide again
-			}
-			if err != nil {
-				tx.Rollback()
-				return false, err
-			}
-			return true, tx.Commit()
-		}
-		tx.Rollback()
-		if err != nil {
-			return false, err
+			restock, err = sl.releaseUnrecorded(ctx, tx, b, id, payBy)
+			return err
 		}
 		// Paid keeps its units; Rejected never had SQL units; Released
-		// was decided before (Redis may not have been told).
-		return status == Released, nil
+		// was decided before.
+		restock = status == Released
+		return err
+	})
+	return restock, err
+}
+
+// releaseUnrecorded records as released a reservation whose order event is
+// still on its way, so that the event changes nothing when it arrives.
+func (sl *Sale) releaseUnrecorded(ctx context.Context, tx *sqlx.Tx, b int, id string, payBy int64) (bool, error) {
+	r, err := sl.s.rdb.HGet(ctx, sl.key(b, "res"), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil // closed in Redis already: nothing to release
 	}
-	return false, fmt.Errorf("seckill: release %s: kept racing the consumer", id)
+	if err != nil { // unknown: leave it for the next pass
+		return false, fmt.Errorf("seckill: read reservation %s: %w", id, err)
+	}
+	user, qty, _, err := parseReservation(r)
+	if err != nil {
+		return false, err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, pay_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		id, sl.c.ID, user, qty, Released, payBy, sl.s.cfg.Now().UnixMilli())
+	if sqlutil.IsDuplicate(err) {
+		return false, errDecideAgain // the consumer got there first
+	}
+	return err == nil, err
 }

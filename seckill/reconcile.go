@@ -2,96 +2,344 @@ package seckill
 
 import (
 	"context"
-	_ "embed"
+	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/redis/go-redis/v9"
+
+	"github.com/casebook-dev/casebook/internal/luascript"
 )
 
-var (
-	//go:embed trim.lua
-	trimLua    string
-	trimScript = redis.NewScript(trimLua)
-)
-
-// Report compares Redis with SQL for one campaign. When they agree,
-// RedisStock + Unrecorded == SQLStock: Redis has sold exactly what SQL has
-// recorded plus the reservations whose events SQL has not seen yet.
+// Report compares Redis with SQL, the record, for one campaign. Each bucket
+// is read at one instant, but buckets and SQL one after the other: a report
+// taken while the sale runs can show a passing difference (a release, a
+// payment or a purchase from another bucket between the reads). A loss
+// stays until repaired: alert on a difference seen twice.
 type Report struct {
-	RedisStock int64 // units left in Redis, all buckets
-	Open       int64 // units in open reservations (unpaid, not released)
-	Unrecorded int64 // of those, units SQL has no order row for yet
 	SQLStock   int64 // units left in SQL
-	// Drift is RedisStock + Unrecorded − SQLStock: above 0 Redis would
-	// sell units SQL does not have (they would be Rejected); below 0 units
-	// are stuck out of sale (undersell).
+	RedisStock int64 // units left in Redis, all buckets
+	// InFlight is the units of reservations open in Redis whose orders SQL
+	// has not recorded yet: their events are in the outbox or in Kafka.
+	InFlight int64
+	// Drift is RedisStock + InFlight − SQLStock: 0 when Redis and SQL
+	// agree; above 0 Redis would sell units SQL does not have (their orders
+	// would be Rejected), below 0 units are out of sale (undersell).
 	Drift int64
-	// Trimmed is what Reconcile took out of Redis to bring a positive drift
-	// to 0, when asked to repair.
-	Trimmed int64
+	// LostBuckets counts buckets whose state Redis lost entirely (a restart
+	// without persistence): Buy answers ErrStateLost there.
+	LostBuckets int
+	// Missing counts orders pending in SQL whose reservation Redis lacks (a
+	// failover lost it): ReleaseDue cannot release them.
+	Missing int
+	// Stale counts reservations open in Redis whose orders SQL settled
+	// (paid, released or rejected).
+	Stale int
+	// ShortQuotas counts users whose quota in Redis is below the units their
+	// orders and open reservations hold: they could buy past the limit.
+	ShortQuotas int
+	// Repaired is set when Reconcile rebuilt Redis.
+	Repaired bool
 }
 
-// Reconcile reports drift between Redis and SQL for c and, with repair,
-// lowers an overstated Redis stock — the direction that is always safe.
-// Stock Redis understates is reported, not added back: the missing units may
-// belong to events still in flight. Run it when the order consumer has
-// caught up; while events are in Kafka the figures move.
-func (s *Service) Reconcile(ctx context.Context, c Campaign, repair bool) (Report, error) {
-	var r Report
-	stock, err := s.RedisStock(ctx, c)
+// OK reports whether Redis agrees with SQL.
+func (r Report) OK() bool {
+	return r.Drift == 0 && r.LostBuckets == 0 && r.Missing == 0 && r.Stale == 0 && r.ShortQuotas == 0
+}
+
+// Reconcile compares the campaign's Redis state with SQL and, with repair,
+// rebuilds Redis from SQL wherever they disagree: each bucket's stock (SQL's
+// stock less the units in flight, split evenly), its open reservations with
+// their deadlines (SQL's pending orders plus the reservations in flight), and
+// quotas raised to what each user's orders and reservations hold.
+//
+// A repair may run during the sale: it fences the buckets (purchases wait,
+// see maxFenceWait), reads them and SQL, and rewrites each bucket in one
+// script only if nothing changed it since it was read (a release or quota
+// return may still); a bucket that changed is read again.
+//
+// Orders in flight are counted from Redis: a reservation open in Redis that
+// SQL has not recorded keeps its units, quota and deadline. An event relayed
+// to Kafka whose reservation Redis has lost is invisible here, so after a
+// failover repair once the consumer has caught up with the order topic (see
+// doc.go).
+func (sl *Sale) Reconcile(ctx context.Context, repair bool) (Report, error) {
+	buckets, rec, err := sl.read(ctx)
 	if err != nil {
-		return r, err
+		return Report{}, err
 	}
-	r.RedisStock = stock
-	for b := range c.Buckets {
-		open, err := s.rdb.HGetAll(ctx, s.key(c.ID, b, "res")).Result()
-		if err != nil {
-			return r, fmt.Errorf("seckill: reservations of %s/%d: %w", c.ID, b, err)
+	_, rep := sl.plan(buckets, rec)
+	if !repair || rep.OK() {
+		return rep, nil
+	}
+	return sl.repair(ctx)
+}
+
+// Fences: a repair holds off new purchases on a bucket for at most fenceTTL
+// (should the repairing process die), and a buyer waits for at most
+// maxFenceWait before being told ErrStateLost.
+const (
+	fenceTTL     = 5 * time.Second
+	maxFenceWait = 2 * time.Second
+)
+
+// repair rebuilds every bucket and returns the report of what it found.
+func (sl *Sale) repair(ctx context.Context) (Report, error) {
+	defer sl.unfence(context.WithoutCancel(ctx))
+	for attempt := 1; ; attempt++ {
+		if err := sl.fence(ctx); err != nil {
+			return Report{}, err
 		}
-		if len(open) == 0 {
+		buckets, rec, err := sl.read(ctx)
+		if err != nil {
+			return Report{}, err
+		}
+		want, rep := sl.plan(buckets, rec)
+		done, err := sl.rebuild(ctx, buckets, want)
+		rep.Repaired = err == nil && done == len(buckets)
+		if err != nil || rep.Repaired {
+			return rep, err
+		}
+		if attempt == 10 {
+			return rep, fmt.Errorf("seckill: reconcile %s: buckets kept changing during the repair, run it again", sl.c.ID)
+		}
+		select {
+		case <-ctx.Done():
+			return rep, ctx.Err()
+		case <-time.After(rand.N(time.Duration(attempt) * time.Millisecond)):
+		}
+	}
+}
+
+func (sl *Sale) fence(ctx context.Context) error {
+	pipe := sl.s.rdb.Pipeline()
+	for b := range sl.c.Buckets {
+		pipe.Set(ctx, sl.key(b, "fence"), 1, fenceTTL)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("seckill: fence %s: %w", sl.c.ID, err)
+	}
+	return nil
+}
+
+// unfence lifts the fences a failed repair left (best effort: they expire).
+func (sl *Sale) unfence(ctx context.Context) {
+	pipe := sl.s.rdb.Pipeline()
+	for b := range sl.c.Buckets {
+		pipe.Del(ctx, sl.key(b, "fence"))
+	}
+	pipe.Exec(ctx)
+}
+
+// read reads Redis, then SQL: a reservation Redis holds is either in SQL's
+// snapshot or still in flight.
+func (sl *Sale) read(ctx context.Context) ([]bucketState, record, error) {
+	buckets, err := sl.readBuckets(ctx)
+	if err != nil {
+		return nil, record{}, err
+	}
+	rec, err := sl.readRecord(ctx)
+	return buckets, rec, err
+}
+
+// bucketState is one bucket as Reconcile read it.
+type bucketState struct {
+	version string // "0" when absent
+	stock   int64
+	lost    bool // no stock key: Redis lost the bucket
+	res     map[string]string
+	due     map[string]float64
+	quota   map[string]string
+}
+
+// readBuckets reads each bucket at one instant (a script), all buckets in
+// one pipeline.
+func (sl *Sale) readBuckets(ctx context.Context) ([]bucketState, error) {
+	calls := make([]luascript.Call, sl.c.Buckets)
+	for b := range calls {
+		calls[b] = luascript.Call{Script: snapshotScript, Keys: sl.bucketKeys(b, "version", "stock", "res", "due", "quota")}
+	}
+	cmds, err := luascript.RunAll(ctx, sl.s.rdb, calls)
+	if err != nil {
+		return nil, fmt.Errorf("seckill: read Redis state of %s: %w", sl.c.ID, err)
+	}
+	out := make([]bucketState, len(cmds))
+	for b, cmd := range cmds {
+		if out[b], err = parseSnapshot(cmd.Val()); err != nil {
+			return nil, fmt.Errorf("seckill: read Redis state of %s/%d: %w", sl.c.ID, b, err)
+		}
+	}
+	return out, nil
+}
+
+func parseSnapshot(v any) (bucketState, error) {
+	parts, ok := v.([]any)
+	if !ok || len(parts) != 5 {
+		return bucketState{}, fmt.Errorf("snapshot %v", v)
+	}
+	st := bucketState{version: "0", lost: parts[1] == nil, res: pairs(parts[2]), quota: pairs(parts[4]), due: map[string]float64{}}
+	if v, ok := parts[0].(string); ok {
+		st.version = v
+	}
+	if v, ok := parts[1].(string); ok {
+		st.stock, _ = strconv.ParseInt(v, 10, 64)
+	}
+	for id, score := range pairs(parts[3]) {
+		st.due[id], _ = strconv.ParseFloat(score, 64)
+	}
+	return st, nil
+}
+
+// pairs turns a flat reply list (field, value, …) into a map.
+func pairs(v any) map[string]string {
+	list, _ := v.([]any)
+	m := make(map[string]string, len(list)/2)
+	for i := 0; i+1 < len(list); i += 2 {
+		k, _ := list[i].(string)
+		m[k], _ = list[i+1].(string)
+	}
+	return m
+}
+
+// record is SQL's view of the campaign, read in one transaction.
+type record struct {
+	stock  int64
+	orders map[string]orderRow
+}
+
+type orderRow struct {
+	ID     string `db:"id"`
+	User   string `db:"user_id"`
+	Qty    int64  `db:"qty"`
+	Status string `db:"status"`
+	PayBy  int64  `db:"pay_by"`
+}
+
+// readRecord reads the SKU's stock and the campaign's orders from one
+// snapshot. The orders are found by their primary key: every id of the
+// campaign starts with "<campaign>-", and '.' follows '-' in ASCII.
+func (sl *Sale) readRecord(ctx context.Context) (record, error) {
+	rec := record{orders: map[string]orderRow{}}
+	err := sl.s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := tx.GetContext(ctx, &rec.stock, `SELECT n FROM seckill_stock WHERE sku = ?`, sl.c.SKU); err != nil {
+			return err
+		}
+		var rows []orderRow
+		if err := tx.SelectContext(ctx, &rows, `SELECT id, user_id, qty, status, pay_by FROM seckill_orders WHERE id >= ? AND id < ? AND campaign = ?`,
+			sl.c.ID+"-", sl.c.ID+".", sl.c.ID); err != nil {
+			return err
+		}
+		clear(rec.orders)
+		for _, o := range rows {
+			rec.orders[o.ID] = o
+		}
+		return nil
+	})
+	if err != nil {
+		return record{}, fmt.Errorf("seckill: read SQL record of %s: %w", sl.c.ID, err)
+	}
+	return rec, nil
+}
+
+// bucketPlan is what one bucket should hold (rebuild.lua's JSON).
+type bucketPlan struct {
+	stock int64
+	Res   map[string]string `json:"res"`
+	Due   map[string]int64  `json:"due"`
+	Quota map[string]int64  `json:"quota"`
+}
+
+// plan derives from what Redis and SQL hold what each bucket should hold,
+// and the report of where they disagree.
+func (sl *Sale) plan(buckets []bucketState, rec record) ([]bucketPlan, Report) {
+	rep := Report{SQLStock: rec.stock}
+	want := make([]bucketPlan, len(buckets))
+	for b := range want {
+		want[b] = bucketPlan{Res: map[string]string{}, Due: map[string]int64{}, Quota: map[string]int64{}}
+	}
+	hold := func(user string, h int, qty int64) { want[h].Quota[user] += qty }
+	for b, st := range buckets {
+		rep.RedisStock += st.stock
+		if st.lost {
+			rep.LostBuckets++
+		}
+		for id, v := range st.res {
+			user, qty, h, err := parseReservation(v)
+			if err != nil || h >= len(want) {
+				continue // not ours to keep: the rebuild drops it
+			}
+			if o, ok := rec.orders[id]; ok {
+				if o.Status != Pending {
+					rep.Stale++
+				}
+				continue
+			}
+			rep.InFlight += qty
+			want[b].Res[id] = v
+			if due, ok := st.due[id]; ok {
+				want[b].Due[id] = int64(due)
+			} else {
+				want[b].Due[id] = sl.s.deadline()
+			}
+			hold(user, h, qty)
+		}
+	}
+	for id, o := range rec.orders {
+		if o.Status != Pending && o.Status != Paid {
 			continue
 		}
-		ids := make([]string, 0, len(open))
-		for id, v := range open {
-			_, qty, _, err := parseReservation(v)
-			if err != nil {
-				return r, err
-			}
-			r.Open += qty
-			ids = append(ids, id)
+		h := sl.home(o.User)
+		hold(o.User, h, o.Qty)
+		if o.Status == Paid {
+			continue
 		}
-		query, args, err := sqlx.In(`SELECT id FROM seckill_orders WHERE id IN (?)`, ids)
+		_, b, _, err := splitID(id)
+		if err != nil || b >= len(want) {
+			continue
+		}
+		if _, ok := buckets[b].res[id]; !ok {
+			rep.Missing++
+		}
+		want[b].Res[id] = fmt.Sprintf("%s|%d|%d", o.User, o.Qty, h)
+		want[b].Due[id] = o.PayBy
+	}
+	for h, p := range want {
+		for user, units := range p.Quota {
+			if had, _ := strconv.ParseInt(buckets[h].quota[user], 10, 64); had < units {
+				rep.ShortQuotas++
+			}
+		}
+	}
+	rep.Drift = rep.RedisStock + rep.InFlight - rep.SQLStock
+	available := max(0, rep.SQLStock-rep.InFlight)
+	for b := range want {
+		want[b].stock = available / int64(len(want))
+		if int64(b) < available%int64(len(want)) {
+			want[b].stock++
+		}
+	}
+	return want, rep
+}
+
+// rebuild writes the plan bucket by bucket, lifting each bucket's fence, and
+// returns how many buckets it rewrote before one had changed since it was
+// read.
+func (sl *Sale) rebuild(ctx context.Context, buckets []bucketState, want []bucketPlan) (int, error) {
+	for b, p := range want {
+		state, err := json.Marshal(p)
 		if err != nil {
-			return r, err
+			return b, err
 		}
-		var recorded []string
-		if err := s.db.SelectContext(ctx, &recorded, s.db.Rebind(query), args...); err != nil {
-			return r, fmt.Errorf("seckill: recorded orders: %w", err)
+		keys := sl.bucketKeys(b, "stock", "quota", "res", "due", "version", "fence")
+		done, err := rebuildScript.Run(ctx, sl.s.rdb, keys, buckets[b].version, p.stock, state).Bool()
+		if err != nil {
+			return b, fmt.Errorf("seckill: rebuild %s/%d: %w", sl.c.ID, b, err)
 		}
-		known := map[string]bool{}
-		for _, id := range recorded {
-			known[id] = true
-		}
-		for id, v := range open {
-			if !known[id] {
-				_, qty, _, _ := parseReservation(v)
-				r.Unrecorded += qty
-			}
+		if !done {
+			return b, nil
 		}
 	}
-	if err := s.db.GetContext(ctx, &r.SQLStock, `SELECT n FROM seckill_stock WHERE sku = ?`, c.SKU); err != nil {
-		return r, fmt.Errorf("seckill: SQL stock: %w", err)
-	}
-	r.Drift = r.RedisStock + r.Unrecorded - r.SQLStock
-	if repair && r.Drift > 0 {
-		for b := 0; b < c.Buckets && r.Trimmed < r.Drift; b++ {
-			took, err := trimScript.Run(ctx, s.rdb, []string{s.key(c.ID, b, "stock")}, r.Drift-r.Trimmed).Int64()
-			if err != nil {
-				return r, fmt.Errorf("seckill: trim %s/%d: %w", c.ID, b, err)
-			}
-			r.Trimmed += took
-		}
-	}
-	return r, nil
+	return len(want), nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -25,13 +26,19 @@ var (
 	takeLua string
 	//go:embed unquota.lua
 	unquotaLua string
-	//go:embed release.lua
-	releaseLua string
+	//go:embed close.lua
+	closeLua string
+	//go:embed rebuild.lua
+	rebuildLua string
+	//go:embed snapshot.lua
+	snapshotLua string
 
-	buyScript     = redis.NewScript(buyLua)
-	takeScript    = redis.NewScript(takeLua)
-	unquotaScript = redis.NewScript(unquotaLua)
-	releaseScript = redis.NewScript(releaseLua)
+	buyScript      = redis.NewScript(buyLua)
+	takeScript     = redis.NewScript(takeLua)
+	unquotaScript  = redis.NewScript(unquotaLua)
+	closeScript    = redis.NewScript(closeLua)
+	rebuildScript  = redis.NewScript(rebuildLua)
+	snapshotScript = redis.NewScript(snapshotLua)
 )
 
 var (
@@ -42,6 +49,23 @@ var (
 	ErrRateLimited  = errors.New("seckill: rate limited")
 	ErrNoCampaign   = errors.New("seckill: no such campaign")
 	ErrInvalid      = errors.New("seckill: invalid input")
+	// ErrBadMessage is a malformed order message; it is also
+	// outbox.ErrPoison, so consumers skip or dead-letter it.
+	ErrBadMessage = errors.New("seckill: bad order message")
+	// ErrIDConflict is an order message whose reservation id is recorded
+	// for another campaign, buyer or quantity: two reservations were given
+	// one id (a misconfigured id generator). It is poison; alert on it.
+	ErrIDConflict = errors.New("seckill: reservation id already recorded for another order")
+	// ErrStateLost is returned by Buy when Redis lost a bucket's state (a
+	// restart without persistence): nothing is sold there until Reconcile
+	// with repair rebuilds it from SQL. Buy waits through a rebuild in
+	// progress for up to two seconds before answering it.
+	ErrStateLost = errors.New("seckill: campaign state lost in Redis, reconcile to rebuild it")
+	// ErrNotReplicated is returned by Buy together with a valid reservation
+	// id when Config.WaitReplicas replicas did not acknowledge the decision
+	// within WaitTimeout: the purchase stands on the master, but a failover
+	// now could forget it (see doc.go).
+	ErrNotReplicated = errors.New("seckill: purchase not confirmed by replicas")
 	// ErrNotReady is returned by Pay before the order row exists (the
 	// consumer has not caught up): retry.
 	ErrNotReady = errors.New("seckill: order not recorded yet")
@@ -50,7 +74,8 @@ var (
 	ErrReleased = errors.New("seckill: reservation released, refund the payment")
 )
 
-// Campaign is one flash sale of one SKU.
+// Campaign is one flash sale of one SKU: what Create records, and what an
+// open Sale reports.
 type Campaign struct {
 	ID      string    `db:"id"`
 	SKU     string    `db:"sku"`
@@ -61,13 +86,44 @@ type Campaign struct {
 	Ends    time.Time `db:"-"`
 }
 
+// IDGenerator issues the numbers of reservation ids. *idgen.Snowflake is
+// one.
+type IDGenerator interface {
+	Next(ctx context.Context) (int64, error)
+}
+
 // Config configures a Service. Zero values take the defaults in brackets.
 type Config struct {
 	// Namespace prefixes every Redis key.
 	Namespace string
+	// IDs numbers reservations; required. Use an *idgen.Snowflake whose
+	// node id no other live process uses, with a Checkpoint so that a
+	// restart with a clock that went back does not repeat ids. Ids are made
+	// here, not by a Redis counter: a failover or a restart from an older
+	// snapshot rolls a counter back, and a repeated id would record, pay or
+	// release someone else's order.
+	IDs IDGenerator
 	// PayTimeout is how long a reservation waits for payment before its
 	// units and the buyer's quota are released [15m].
 	PayTimeout time.Duration
+	// RetryWindow is how long a script call that changed state can be sent
+	// again — by go-redis after a lost reply, which it does by default — and
+	// still be recognised instead of acting twice [30s]. Make it longer than
+	// the client's longest retry: MaxRetries × (ReadTimeout + MaxRetryBackoff
+	// + DialTimeout) is 3 × (3 s + 0.5 s + 5 s) ≈ 26 s with go-redis'
+	// defaults. Must be below PayTimeout. Cost: ~60 bytes of Redis memory per
+	// hold, release and payment, kept one to two windows.
+	RetryWindow time.Duration
+	// WaitReplicas, when above 0, makes every decision a buyer is told
+	// about wait (Redis WAIT) until that many replicas of its shard have it,
+	// for at most WaitTimeout [100ms]; Buy returns ErrNotReplicated with the
+	// id when they did not. It closes most of the window in which a failover
+	// forgets acknowledged purchases, at the cost of a replica round trip
+	// per decision (BenchmarkBuyWait). Works with a Client, a FailoverClient
+	// or a ClusterClient (not a Ring). Set it to at most the replicas per
+	// master.
+	WaitReplicas int
+	WaitTimeout  time.Duration
 	// UserLimit and GlobalLimit rate-limit Buy per user and per campaign at
 	// the entrance (zero: no limit).
 	UserLimit   redis_rate.Limit
@@ -84,23 +140,47 @@ type Service struct {
 	cfg     Config
 	space   keys.Space
 	limiter *redis_rate.Limiter
+
+	mu    sync.Mutex
+	sales map[string]*Sale // opened campaigns: their rules never change
 }
+
+// Sale is an open campaign: its rules (stock split, per-user limit, window)
+// as SQL recorded them, and the operations on its Redis gate. Get one from
+// Service.Open or Service.Create; it is safe for concurrent use.
+type Sale struct {
+	s *Service
+	c Campaign
+}
+
+// Campaign returns the campaign's rules as recorded.
+func (sl *Sale) Campaign() Campaign { return sl.c }
 
 // New returns a Service. Call Migrate once to create its tables.
 func New(rdb redis.UniversalClient, db *sqlx.DB, cfg Config) (*Service, error) {
-	if rdb == nil || db == nil {
-		return nil, fmt.Errorf("%w: nil Redis client or database", ErrInvalid)
+	if rdb == nil || db == nil || cfg.IDs == nil {
+		return nil, fmt.Errorf("%w: nil Redis client, database or Config.IDs", ErrInvalid)
 	}
 	if cfg.PayTimeout == 0 {
 		cfg.PayTimeout = 15 * time.Minute
 	}
+	if cfg.RetryWindow == 0 {
+		cfg.RetryWindow = 30 * time.Second
+	}
+	if cfg.WaitTimeout == 0 {
+		cfg.WaitTimeout = 100 * time.Millisecond
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.PayTimeout < 0 {
-		return nil, fmt.Errorf("%w: pay timeout %v", ErrInvalid, cfg.PayTimeout)
+	if cfg.RetryWindow < time.Millisecond || cfg.PayTimeout <= cfg.RetryWindow {
+		return nil, fmt.Errorf("%w: retry window %v must be ≥ 1ms and below the pay timeout %v", ErrInvalid, cfg.RetryWindow, cfg.PayTimeout)
 	}
-	return &Service{rdb: rdb, db: db, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "seckill")), limiter: redis_rate.NewLimiter(rdb)}, nil
+	if _, ring := rdb.(*redis.Ring); cfg.WaitReplicas < 0 || cfg.WaitTimeout < time.Millisecond || cfg.WaitReplicas > 0 && ring {
+		return nil, fmt.Errorf("%w: wait for %d replicas, %v, on a %T", ErrInvalid, cfg.WaitReplicas, cfg.WaitTimeout, rdb)
+	}
+	return &Service{rdb: rdb, db: db, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "seckill")),
+		limiter: redis_rate.NewLimiter(rdb), sales: map[string]*Sale{}}, nil
 }
 
 // Migrate creates the campaign, stock and order tables if missing.
@@ -114,7 +194,7 @@ func (s *Service) Migrate(ctx context.Context) error {
 		`CREATE TABLE IF NOT EXISTS seckill_orders (
 			id ` + sqlutil.BinaryKey(s.db, 96) + ` NOT NULL PRIMARY KEY, campaign ` + id + ` NOT NULL,
 			user_id ` + sqlutil.BinaryKey(s.db, 128) + ` NOT NULL, qty BIGINT NOT NULL,
-			status VARCHAR(16) NOT NULL, created_at BIGINT NOT NULL)`,
+			status VARCHAR(16) NOT NULL, pay_by BIGINT NOT NULL, created_at BIGINT NOT NULL)`,
 	} {
 		if _, err := s.db.ExecContext(ctx, ddl); err != nil {
 			return fmt.Errorf("seckill: migrate: %w", err)
@@ -125,56 +205,65 @@ func (s *Service) Migrate(ctx context.Context) error {
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 
-// Create records a campaign and its SKU's stock in SQL and loads it into
-// Redis, split over c.Buckets keys.
-func (s *Service) Create(ctx context.Context, c Campaign) error {
+// Create records a campaign and its SKU's stock in SQL, loads it into Redis
+// (Reconcile with repair), split over c.Buckets keys, and returns it open. If
+// loading fails, the campaign exists: Open it and Reconcile to load it.
+func (s *Service) Create(ctx context.Context, c Campaign) (*Sale, error) {
 	switch {
 	case !idPattern.MatchString(c.ID) || !idPattern.MatchString(c.SKU):
-		return fmt.Errorf("%w: campaign and SKU ids are 1..64 of A-Z a-z 0-9 _ . : -", ErrInvalid)
+		return nil, fmt.Errorf("%w: campaign and SKU ids are 1..64 of A-Z a-z 0-9 _ . : -", ErrInvalid)
 	case c.Stock < 1 || c.Limit < 1 || c.Buckets < 1 || c.Buckets > 1024 || int64(c.Buckets) > c.Stock:
-		return fmt.Errorf("%w: stock %d, limit %d, buckets %d (1..min(1024, stock))", ErrInvalid, c.Stock, c.Limit, c.Buckets)
+		return nil, fmt.Errorf("%w: stock %d, limit %d, buckets %d (1..min(1024, stock))", ErrInvalid, c.Stock, c.Limit, c.Buckets)
 	case !c.Ends.After(c.Starts):
-		return fmt.Errorf("%w: ends %v not after starts %v", ErrInvalid, c.Ends, c.Starts)
+		return nil, fmt.Errorf("%w: ends %v not after starts %v", ErrInvalid, c.Ends, c.Starts)
 	}
-	tx, err := s.db.BeginTxx(ctx, nil)
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_campaigns (id, sku, stock, per_user, buckets, starts_at, ends_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			c.ID, c.SKU, c.Stock, c.Limit, c.Buckets, c.Starts.UnixMilli(), c.Ends.UnixMilli()); err != nil {
+			if sqlutil.IsDuplicate(err) {
+				return fmt.Errorf("%w: campaign %s exists", ErrInvalid, c.ID)
+			}
+			return fmt.Errorf("seckill: create campaign: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_stock (sku, n) VALUES (?, ?)`, c.SKU, c.Stock); err != nil {
+			return fmt.Errorf("seckill: stock of %s: %w", c.SKU, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_campaigns (id, sku, stock, per_user, buckets, starts_at, ends_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		c.ID, c.SKU, c.Stock, c.Limit, c.Buckets, c.Starts.UnixMilli(), c.Ends.UnixMilli()); err != nil {
-		if sqlutil.IsDuplicate(err) {
-			return fmt.Errorf("%w: campaign %s exists", ErrInvalid, c.ID)
-		}
-		return fmt.Errorf("seckill: create campaign: %w", err)
+	sl, err := s.Open(ctx, c.ID)
+	if err != nil {
+		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_stock (sku, n) VALUES (?, ?)`, c.SKU, c.Stock); err != nil {
-		return fmt.Errorf("seckill: stock of %s: %w", c.SKU, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	return s.loadStock(ctx, c, c.Stock)
+	_, err = sl.Reconcile(ctx, true)
+	return sl, err
 }
 
-// loadStock splits n units over the campaign's buckets.
-func (s *Service) loadStock(ctx context.Context, c Campaign, n int64) error {
-	pipe := s.rdb.Pipeline()
-	for b := range c.Buckets {
-		share := n / int64(c.Buckets)
-		if int64(b) < n%int64(c.Buckets) {
-			share++
-		}
-		pipe.Set(ctx, s.key(c.ID, b, "stock"), share, 0)
+// Open returns campaign id as a Sale, its rules read from SQL once and then
+// cached (a campaign's rules never change).
+func (s *Service) Open(ctx context.Context, id string) (*Sale, error) {
+	s.mu.Lock()
+	sl := s.sales[id]
+	s.mu.Unlock()
+	if sl != nil {
+		return sl, nil
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("seckill: load stock: %w", err)
+	c, err := s.readCampaign(ctx, id)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sl = s.sales[id]; sl == nil {
+		sl = &Sale{s: s, c: c}
+		s.sales[id] = sl
+	}
+	return sl, nil
 }
 
-// Campaign reads a campaign from SQL.
-func (s *Service) Campaign(ctx context.Context, id string) (Campaign, error) {
+func (s *Service) readCampaign(ctx context.Context, id string) (Campaign, error) {
 	var row struct {
 		Campaign
 		StartsAt int64 `db:"starts_at"`
@@ -192,52 +281,71 @@ func (s *Service) Campaign(ctx context.Context, id string) (Campaign, error) {
 	return c, nil
 }
 
-// key is a key of one bucket of a campaign: "{<campaign>:<bucket>}:<part>".
-func (s *Service) key(campaign string, bucket int, part string) string {
-	return s.space.Key(campaign+":"+strconv.Itoa(bucket), part)
+// key is a key of one bucket: "{<campaign>:<bucket>}:<part>…".
+func (sl *Sale) key(bucket int, parts ...string) string {
+	return sl.s.space.Key(sl.c.ID+":"+strconv.Itoa(bucket), parts...)
 }
 
+// recent is the bucket's hash of what calls made in this retry window need
+// to recognise themselves if sent again: one hash per window, expiring after
+// two, so memory stays bounded however long a sale runs. A call sent again
+// carries the same key, being the same command.
+func (sl *Sale) recent(bucket int) string {
+	w := sl.s.cfg.RetryWindow.Milliseconds()
+	return sl.key(bucket, "recent", strconv.FormatInt(sl.s.cfg.Now().UnixMilli()/w, 10))
+}
+
+// recentTTL is how long (ms) a recent hash lives after its last write.
+func (sl *Sale) recentTTL() int64 { return 2 * sl.s.cfg.RetryWindow.Milliseconds() }
+
 // bucketKeys are the keys of one bucket, in the order the scripts take them.
-func (s *Service) bucketKeys(campaign string, b int, parts ...string) []string {
+func (sl *Sale) bucketKeys(b int, parts ...string) []string {
 	out := make([]string, len(parts))
 	for i, p := range parts {
-		out[i] = s.key(campaign, b, p)
+		out[i] = sl.key(b, p)
 	}
 	return out
 }
 
-// Outboxes lists the outbox streams of a campaign, for the relay.
-func (s *Service) Outboxes(c Campaign) []string {
-	out := make([]string, c.Buckets)
+// Outboxes lists the outbox streams of the campaign, for the relay.
+func (sl *Sale) Outboxes() []string {
+	out := make([]string, sl.c.Buckets)
 	for b := range out {
-		out[b] = s.key(c.ID, b, "outbox")
+		out[b] = sl.key(b, "outbox")
 	}
 	return out
 }
 
 // RedisStock is the stock left in Redis over all buckets.
-func (s *Service) RedisStock(ctx context.Context, c Campaign) (int64, error) {
-	stocks, err := s.bucketStocks(ctx, c)
+func (sl *Sale) RedisStock(ctx context.Context) (int64, error) {
+	stocks, err := sl.bucketStocks(ctx)
 	var n int64
 	for _, v := range stocks {
-		n += v
+		n += max(v, 0)
 	}
 	return n, err
 }
 
+// stockLost stands for the stock of a bucket whose state Redis lost.
+const stockLost = -1
+
 // bucketStocks reads every bucket's stock in one pipeline.
-func (s *Service) bucketStocks(ctx context.Context, c Campaign) ([]int64, error) {
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, c.Buckets)
+func (sl *Sale) bucketStocks(ctx context.Context) ([]int64, error) {
+	pipe := sl.s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, sl.c.Buckets)
 	for b := range cmds {
-		cmds[b] = pipe.Get(ctx, s.key(c.ID, b, "stock"))
+		cmds[b] = pipe.Get(ctx, sl.key(b, "stock"))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("seckill: read stock of %s: %w", c.ID, err)
+		return nil, fmt.Errorf("seckill: read stock of %s: %w", sl.c.ID, err)
 	}
-	out := make([]int64, c.Buckets)
+	out := make([]int64, sl.c.Buckets)
 	for b, cmd := range cmds {
-		out[b], _ = cmd.Int64()
+		n, err := cmd.Int64()
+		if errors.Is(err, redis.Nil) {
+			n = stockLost
+		}
+		out[b] = n
 	}
 	return out, nil
 }

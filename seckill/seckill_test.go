@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/kafka"
 	"github.com/casebook-dev/casebook/outbox"
@@ -25,7 +27,7 @@ var saleStart = time.Date(2026, 11, 11, 20, 0, 0, 0, time.UTC)
 type fixture struct {
 	t   *testing.T
 	s   *seckill.Service
-	c   seckill.Campaign
+	sl  *seckill.Sale
 	r   *testenv.Redis
 	db  *sqlx.DB
 	clk *testenv.Clock
@@ -35,7 +37,7 @@ func setup(t *testing.T, r *testenv.Redis, stock, limit int64, buckets int, cfg 
 	t.Helper()
 	ctx := context.Background()
 	clk := testenv.NewClock(saleStart.Add(time.Second))
-	cfg.Namespace, cfg.Now = r.Namespace, clk.Now
+	cfg.Namespace, cfg.Now, cfg.IDs = r.Namespace, clk.Now, newIDs(t)
 	db := testenv.NewSQL(t)
 	s, err := seckill.New(r.Client, db, cfg)
 	if err != nil {
@@ -44,16 +46,25 @@ func setup(t *testing.T, r *testenv.Redis, stock, limit int64, buckets int, cfg 
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c := seckill.Campaign{ID: "c1", SKU: "sku-1", Stock: stock, Limit: limit, Buckets: buckets, Starts: saleStart, Ends: saleStart.Add(time.Hour)}
-	if err := s.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	c, err = s.Campaign(ctx, "c1")
+	sl, err := s.Create(ctx, seckill.Campaign{ID: "c1", SKU: "sku-1", Stock: stock, Limit: limit, Buckets: buckets, Starts: saleStart, Ends: saleStart.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { testenv.DeleteKeys(context.Background(), r.Client, "rate:"+r.Namespace+"*") })
-	return &fixture{t: t, s: s, c: c, r: r, db: db, clk: clk}
+	return &fixture{t: t, s: s, sl: sl, r: r, db: db, clk: clk}
+}
+
+var nodes atomic.Int64
+
+// newIDs is a snowflake generator with a node id no other test in this
+// binary uses.
+func newIDs(t testing.TB) *idgen.Snowflake {
+	t.Helper()
+	ids, err := idgen.NewSnowflake(context.Background(), idgen.SnowflakeConfig{NodeID: nodes.Add(1) % (idgen.MaxNodeID + 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }
 
 // deliver relays the outbox to Kafka through send (nil: a real producer) and
@@ -65,7 +76,7 @@ func (f *fixture) deliver(ctx context.Context, send outbox.Publisher) int {
 	if send == nil {
 		send = dial(f.t, brokers)
 	}
-	relay := outbox.NewRelay(f.r.Client, f.s.Outboxes(f.c), topic, send)
+	relay := outbox.NewRelay(f.r.Client, f.sl.Outboxes(), topic, send)
 	relayed, err := relay.DrainAll(ctx)
 	if pending, _ := relay.Pending(ctx); err != nil || pending != 0 {
 		f.t.Fatalf("%d order events stuck in the outbox: %v", pending, err)
@@ -80,6 +91,32 @@ func (f *fixture) deliver(ctx context.Context, send outbox.Publisher) int {
 		f.t.Fatalf("consumer handled %d of %d events: %v", c.Handled(), relayed, err)
 	}
 	return relayed
+}
+
+// collect is a Publisher that keeps the values it is given.
+type collect struct {
+	mu     sync.Mutex
+	values [][]byte
+}
+
+func (c *collect) Publish(_ context.Context, ms []outbox.Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range ms {
+		c.values = append(c.values, m.Value)
+	}
+	return nil
+}
+
+// drain empties the outbox and returns the order messages it held, for a
+// test to hand to HandleOrder itself.
+func (f *fixture) drain(ctx context.Context) [][]byte {
+	f.t.Helper()
+	c := &collect{}
+	if _, err := outbox.NewRelay(f.r.Client, f.sl.Outboxes(), "orders", c).DrainAll(ctx); err != nil {
+		f.t.Fatal(err)
+	}
+	return c.values
 }
 
 func dial(t *testing.T, brokers []string) *kafka.Publisher {
@@ -139,9 +176,9 @@ func TestStress(t *testing.T) {
 				r = testenv.NewRedisCluster(t)
 			}
 			f := setup(t, r, 1000, tc.limit, tc.buckets, seckill.Config{})
-			buy := func(user string) (string, error) { return f.s.Buy(ctx, f.c, user, 1) }
+			buy := func(user string) (string, error) { return f.sl.Buy(ctx, user, 1) }
 			if tc.batch {
-				b := f.s.NewBatcher(f.c, seckill.BatchConfig{MaxBatch: 128})
+				b := f.sl.NewBatcher(seckill.BatchConfig{MaxBatch: 128})
 				defer b.Close()
 				buy = func(user string) (string, error) { return b.Buy(ctx, user, 1) }
 			}
@@ -181,7 +218,7 @@ func TestStress(t *testing.T) {
 					t.Fatalf("%s bought %d, limit %d", u, n, tc.limit)
 				}
 			}
-			if left, _ := f.s.RedisStock(ctx, f.c); left != 0 {
+			if left, _ := f.sl.RedisStock(ctx); left != 0 {
 				t.Fatalf("Redis stock %d after selling out", left)
 			}
 			f.deliver(ctx, nil)
@@ -189,7 +226,7 @@ func TestStress(t *testing.T) {
 			if orders[seckill.Pending] != 1000 || stock != 0 || len(orders) != 1 {
 				t.Fatalf("SQL: orders %v, stock %d; want 1000 pending, 0 left", orders, stock)
 			}
-			if rep, err := f.s.Reconcile(ctx, f.c, false); err != nil || rep.Drift != 0 {
+			if rep, err := f.sl.Reconcile(ctx, false); err != nil || !rep.OK() || rep.InFlight != 0 {
 				t.Fatalf("reconcile: %+v, %v", rep, err)
 			}
 		})
@@ -199,27 +236,27 @@ func TestStress(t *testing.T) {
 func TestRules(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 10, 2, 1, seckill.Config{})
-	if _, err := f.s.Buy(ctx, f.c, "a", 3); !errors.Is(err, seckill.ErrInvalid) {
+	if _, err := f.sl.Buy(ctx, "a", 3); !errors.Is(err, seckill.ErrInvalid) {
 		t.Fatalf("qty over the limit: %v", err)
 	}
-	if _, err := f.s.Buy(ctx, f.c, "", 1); !errors.Is(err, seckill.ErrInvalid) {
+	if _, err := f.sl.Buy(ctx, "", 1); !errors.Is(err, seckill.ErrInvalid) {
 		t.Fatalf("empty user: %v", err)
 	}
-	if _, err := f.s.Buy(ctx, f.c, "a", 2); err != nil {
+	if _, err := f.sl.Buy(ctx, "a", 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.Buy(ctx, f.c, "a", 1); !errors.Is(err, seckill.ErrLimitReached) {
+	if _, err := f.sl.Buy(ctx, "a", 1); !errors.Is(err, seckill.ErrLimitReached) {
 		t.Fatalf("third unit: %v", err)
 	}
 	f.clk.Add(-time.Hour)
-	if _, err := f.s.Buy(ctx, f.c, "b", 1); !errors.Is(err, seckill.ErrNotStarted) {
+	if _, err := f.sl.Buy(ctx, "b", 1); !errors.Is(err, seckill.ErrNotStarted) {
 		t.Fatalf("before the start: %v", err)
 	}
 	f.clk.Add(3 * time.Hour)
-	if _, err := f.s.Buy(ctx, f.c, "b", 1); !errors.Is(err, seckill.ErrEnded) {
+	if _, err := f.sl.Buy(ctx, "b", 1); !errors.Is(err, seckill.ErrEnded) {
 		t.Fatalf("after the end: %v", err)
 	}
-	if left, _ := f.s.RedisStock(ctx, f.c); left != 8 {
+	if left, _ := f.sl.RedisStock(ctx); left != 8 {
 		t.Fatalf("refusals changed the stock: %d left", left)
 	}
 	for _, c := range []seckill.Campaign{
@@ -229,7 +266,7 @@ func TestRules(t *testing.T) {
 		{ID: "c2", SKU: "s", Stock: 4, Limit: 1, Buckets: 1, Starts: saleStart, Ends: saleStart},
 		{ID: "c1", SKU: "s2", Stock: 4, Limit: 1, Buckets: 1, Starts: saleStart, Ends: saleStart.Add(time.Hour)},
 	} {
-		if err := f.s.Create(ctx, c); !errors.Is(err, seckill.ErrInvalid) {
+		if _, err := f.s.Create(ctx, c); !errors.Is(err, seckill.ErrInvalid) {
 			t.Errorf("Create(%+v) = %v, want ErrInvalid", c, err)
 		}
 	}
@@ -242,7 +279,7 @@ func TestBucketsServeFromElsewhere(t *testing.T) {
 	f := setup(t, testenv.NewRedisCluster(t), 8, 1, 8, seckill.Config{})
 	sold := 0
 	for i := range 9 {
-		_, err := f.s.Buy(ctx, f.c, fmt.Sprintf("user-%d", i), 1)
+		_, err := f.sl.Buy(ctx, fmt.Sprintf("user-%d", i), 1)
 		if err == nil {
 			sold++
 		} else if !errors.Is(err, seckill.ErrSoldOut) || i < 8 {
@@ -256,10 +293,10 @@ func TestBucketsServeFromElsewhere(t *testing.T) {
 	// it can buy.
 	f.clk.Add(16 * time.Minute)
 	f.deliver(ctx, nil)
-	if n, err := f.s.ReleaseDue(ctx, f.c); err != nil || n != 8 {
+	if n, err := f.sl.ReleaseDue(ctx); err != nil || n != 8 {
 		t.Fatalf("released %d, %v", n, err)
 	}
-	if _, err := f.s.Buy(ctx, f.c, "user-8", 1); err != nil {
+	if _, err := f.sl.Buy(ctx, "user-8", 1); err != nil {
 		t.Fatalf("sold-out buyer after units came back: %v", err)
 	}
 }
@@ -268,12 +305,12 @@ func TestRateLimitAtEntrance(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 100, 100, 1, seckill.Config{UserLimit: redis_rate.PerMinute(2)})
 	for i := range 3 {
-		_, err := f.s.Buy(ctx, f.c, "eager", 1)
+		_, err := f.sl.Buy(ctx, "eager", 1)
 		if (i < 2) != (err == nil) || i == 2 && !errors.Is(err, seckill.ErrRateLimited) {
 			t.Fatalf("buy %d: %v", i+1, err)
 		}
 	}
-	if left, _ := f.s.RedisStock(ctx, f.c); left != 98 {
+	if left, _ := f.sl.RedisStock(ctx); left != 98 {
 		t.Fatalf("a rate-limited buy touched the stock: %d left", left)
 	}
 }
@@ -285,7 +322,7 @@ func TestPayRacesTimeout(t *testing.T) {
 	f := setup(t, testenv.NewRedis(t), 200, 1, 4, seckill.Config{})
 	var ids []string
 	for i := range 200 {
-		id, err := f.s.Buy(ctx, f.c, fmt.Sprintf("p%d", i), 1)
+		id, err := f.sl.Buy(ctx, fmt.Sprintf("p%d", i), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +334,7 @@ func TestPayRacesTimeout(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for range 3 { // several release passes race the payments
-			if _, err := f.s.ReleaseDue(ctx, f.c); err != nil {
+			if _, err := f.sl.ReleaseDue(ctx); err != nil {
 				t.Error(err)
 			}
 		}
@@ -316,12 +353,12 @@ func TestPayRacesTimeout(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	f.s.ReleaseDue(ctx, f.c) // whatever the racing passes had not reached
+	f.sl.ReleaseDue(ctx) // whatever the racing passes had not reached
 	orders, stock := f.sqlCounts(ctx)
 	if paid.Load()+refused.Load() != 200 || orders[seckill.Paid] != paid.Load() || orders[seckill.Released] != refused.Load() {
 		t.Fatalf("paid %d, refused %d; SQL %v", paid.Load(), refused.Load(), orders)
 	}
-	left, _ := f.s.RedisStock(ctx, f.c)
+	left, _ := f.sl.RedisStock(ctx)
 	if stock != refused.Load() || left != refused.Load() {
 		t.Fatalf("released %d units; SQL stock %d, Redis stock %d", refused.Load(), stock, left)
 	}
@@ -332,7 +369,7 @@ func TestPayRacesTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if rep, _ := f.s.Reconcile(ctx, f.c, false); rep.Drift != 0 || rep.Open != 0 {
+	if rep, err := f.sl.Reconcile(ctx, false); err != nil || !rep.OK() || rep.InFlight != 0 {
 		t.Fatalf("after the race: %+v", rep)
 	}
 }
@@ -343,12 +380,12 @@ func TestPayRacesTimeout(t *testing.T) {
 func TestReleaseBeforeOrderRecorded(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 5, 1, 1, seckill.Config{})
-	id, err := f.s.Buy(ctx, f.c, "late", 1)
+	id, err := f.sl.Buy(ctx, "late", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.clk.Add(16 * time.Minute)
-	if n, err := f.s.ReleaseDue(ctx, f.c); n != 1 || err != nil {
+	if n, err := f.sl.ReleaseDue(ctx); n != 1 || err != nil {
 		t.Fatalf("released %d, %v", n, err)
 	}
 	f.deliver(ctx, nil)
@@ -359,7 +396,7 @@ func TestReleaseBeforeOrderRecorded(t *testing.T) {
 	if err := f.s.Pay(ctx, id); !errors.Is(err, seckill.ErrReleased) {
 		t.Fatalf("pay after release: %v", err)
 	}
-	if left, _ := f.s.RedisStock(ctx, f.c); left != 5 {
+	if left, _ := f.sl.RedisStock(ctx); left != 5 {
 		t.Fatalf("Redis stock %d, want 5", left)
 	}
 }
@@ -384,10 +421,10 @@ func TestKafkaOutage(t *testing.T) {
 	f := setup(t, testenv.NewRedisCluster(t), 300, 1, 4, seckill.Config{})
 	send := &down{p: dial(t, testenv.Kafka(t))}
 	send.down.Store(true)
-	relay := outbox.NewRelay(f.r.Client, f.s.Outboxes(f.c), "unused", send)
+	relay := outbox.NewRelay(f.r.Client, f.sl.Outboxes(), "unused", send)
 	var wg sync.WaitGroup
 	for i := range 400 {
-		wg.Go(func() { f.s.Buy(ctx, f.c, fmt.Sprintf("k%d", i), 1) })
+		wg.Go(func() { f.sl.Buy(ctx, fmt.Sprintf("k%d", i), 1) })
 	}
 	wg.Wait()
 	if _, err := relay.Drain(ctx); err == nil {
@@ -424,7 +461,7 @@ func TestRedisRestartMidSale(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := f.s.Buy(ctx, f.c, fmt.Sprintf("r%d", next.Add(1)), 1); err == nil {
+				if _, err := f.sl.Buy(ctx, fmt.Sprintf("r%d", next.Add(1)), 1); err == nil {
 					sold.Add(1)
 				} else if errors.Is(err, seckill.ErrSoldOut) {
 					return
@@ -443,7 +480,7 @@ func TestRedisRestartMidSale(t *testing.T) {
 	wg.Wait()
 	// Sell out whatever Redis still believes it has.
 	for i := 0; ; i++ {
-		if _, err := f.s.Buy(ctx, f.c, fmt.Sprintf("after%d", i), 1); errors.Is(err, seckill.ErrSoldOut) {
+		if _, err := f.sl.Buy(ctx, fmt.Sprintf("after%d", i), 1); errors.Is(err, seckill.ErrSoldOut) {
 			break
 		}
 	}
@@ -453,4 +490,732 @@ func TestRedisRestartMidSale(t *testing.T) {
 		t.Fatalf("SQL %v, stock %d: more recorded than stock", orders, stock)
 	}
 	t.Logf("sold %d in Redis across the restart; SQL: %v, stock %d", sold.Load(), orders, stock)
+}
+
+// Poison order messages — not JSON, an unknown version or field, trailing
+// data, no orders, a bad quantity, user or deadline, an id of another
+// campaign or bucket, an unknown campaign — are skipped with a count, and the
+// orders behind them on their partition are created.
+func TestPoisonOrdersDoNotBlock(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), 10, 1, 2, seckill.Config{})
+	brokers := testenv.Kafka(t)
+	topic := testenv.Topic(t, 1)
+	payBy := saleStart.Add(time.Hour)
+	good := func(id, user string) []byte {
+		return seckill.EncodeOrderMessage(seckill.OrderMessage{Campaign: "c1", Orders: []seckill.Order{{ID: id, User: user, Qty: 1, PayBy: payBy}}})
+	}
+	poison := []string{
+		`not json`,
+		`{"v":2,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x","qty":1,"pay_by":1}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x","qty":1,"pay_by":1,"price":5}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x","qty":1,"pay_by":1}]} {}`,
+		`{"v":1,"campaign":"c1","orders":[]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x","qty":0,"pay_by":1}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x","qty":1.5,"pay_by":1}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x y","qty":1,"pay_by":1}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x","qty":1}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c2-0-9","user":"x","qty":1,"pay_by":1}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-2-9","user":"x","qty":1,"pay_by":1}]}`,
+		`{"v":1,"campaign":"c1","orders":[{"id":"c1-0-9","user":"x","qty":1,"pay_by":1},{"id":"c1-0","user":"y","qty":1,"pay_by":1}]}`,
+		`{"v":1,"campaign":"nope","orders":[{"id":"nope-0-9","user":"x","qty":1,"pay_by":1}]}`,
+	}
+	values := [][]byte{good("c1-0-1001", "before")}
+	for _, p := range poison {
+		values = append(values, []byte(p))
+	}
+	values = append(values, good("c1-1-1002", "after"))
+	var msgs []outbox.Message
+	for _, v := range values { // one partition: in this order
+		msgs = append(msgs, outbox.Message{Topic: topic, Key: []byte("c1"), Value: v})
+	}
+	if err := dial(t, brokers).Publish(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var badMessage atomic.Int64
+	c, err := kafka.ConsumeN(cctx, brokers, "orders-"+topic, []string{topic}, int64(len(values)), f.s.HandleOrder, kafka.ConsumerConfig{
+		OnPoison: func(_ string, _ int32, _ int64, err error) {
+			if errors.Is(err, seckill.ErrBadMessage) {
+				badMessage.Add(1)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Poisoned() != int64(len(poison)) || badMessage.Load() != int64(len(poison)) || c.Handled() != 2 {
+		t.Fatalf("poisoned %d (%d ErrBadMessage), handled %d; want %d poisoned, 2 handled", c.Poisoned(), badMessage.Load(), c.Handled(), len(poison))
+	}
+	orders, stock := f.sqlCounts(ctx)
+	if orders[seckill.Pending] != 2 || stock != 8 || len(orders) != 1 {
+		t.Fatalf("SQL %v, stock %d; want the 2 good orders pending, 8 left", orders, stock)
+	}
+}
+
+// A sale's rules come from SQL, not from the caller: Open by id gives the
+// recorded limit, buckets and window, a copy of the rules changes nothing,
+// and another process opening the campaign gets the same rules.
+func TestSaleKeepsRecordedRules(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), 10, 1, 2, seckill.Config{})
+	if sl, err := f.s.Open(ctx, "c1"); err != nil || sl != f.sl {
+		t.Fatalf("Open(c1) = %p, %v; want the cached sale %p", sl, err, f.sl)
+	}
+	if _, err := f.s.Open(ctx, "nope"); !errors.Is(err, seckill.ErrNoCampaign) {
+		t.Fatalf("Open(nope): %v", err)
+	}
+	rules := f.sl.Campaign()
+	rules.Limit, rules.Buckets, rules.Ends = 100, 1, saleStart.AddDate(1, 0, 0)
+	other, err := seckill.New(f.r.Client, f.db, seckill.Config{Namespace: f.r.Namespace, Now: f.clk.Now, IDs: newIDs(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := other.Open(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := seckill.Campaign{ID: "c1", SKU: "sku-1", Stock: 10, Limit: 1, Buckets: 2, Starts: saleStart, Ends: saleStart.Add(time.Hour)}
+	for _, sl := range []*seckill.Sale{f.sl, again} {
+		if got := sl.Campaign(); got.ID != want.ID || got.SKU != want.SKU || got.Stock != want.Stock || got.Limit != want.Limit ||
+			got.Buckets != want.Buckets || !got.Starts.Equal(want.Starts) || !got.Ends.Equal(want.Ends) {
+			t.Fatalf("rules %+v, want %+v", got, want)
+		}
+	}
+	if _, err := f.sl.Buy(ctx, "a", 2); !errors.Is(err, seckill.ErrInvalid) {
+		t.Fatalf("2 units with a limit of 1: %v", err)
+	}
+	if _, err := f.sl.Buy(ctx, "a", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Buy(ctx, "a", 1); !errors.Is(err, seckill.ErrLimitReached) {
+		t.Fatalf("second unit through another process: %v", err)
+	}
+	f.clk.Add(time.Hour)
+	if _, err := again.Buy(ctx, "b", 1); !errors.Is(err, seckill.ErrEnded) {
+		t.Fatalf("after the recorded end: %v", err)
+	}
+}
+
+// A Redis error while the release path reads a reservation (its order not
+// recorded yet) aborts that release instead of closing it as if it were gone:
+// the units stay reserved, and the next pass releases and restocks them.
+func TestReleaseRedisErrorKeepsUnits(t *testing.T) {
+	ctx := context.Background()
+	fault := &failNext{name: "hget"}
+	r := ownClient(t, testenv.NewRedis(t), "")
+	r.Client.AddHook(fault)
+	f := setup(t, r, 5, 1, 1, seckill.Config{})
+	if _, err := f.sl.Buy(ctx, "late", 1); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Add(16 * time.Minute)
+	fault.n.Store(1)
+	if n, err := f.sl.ReleaseDue(ctx); n != 0 || !errors.Is(err, errInjected) {
+		t.Fatalf("pass with a failing read: released %d, %v; want 0 and the error", n, err)
+	}
+	if left, _ := f.sl.RedisStock(ctx); left != 4 {
+		t.Fatalf("Redis stock %d after the failed pass, want 4 (unit still reserved)", left)
+	}
+	if n, err := f.sl.ReleaseDue(ctx); n != 1 || err != nil {
+		t.Fatalf("next pass released %d, %v; want 1", n, err)
+	}
+	f.deliver(ctx, nil)
+	orders, stock := f.sqlCounts(ctx)
+	if left, _ := f.sl.RedisStock(ctx); left != 5 || stock != 5 || orders[seckill.Released] != 1 {
+		t.Fatalf("Redis stock %d, SQL stock %d, orders %v; want all 5 back and one released order", left, stock, orders)
+	}
+}
+
+// Redis comes back from an older snapshot (a restart, or a failover to a
+// replica that missed writes) after some reservations were recorded: the
+// buyers after it still get ids never used before, and each order row belongs
+// to the buyer who was given its id.
+func TestIDsNeverRepeatAfterRedisRollback(t *testing.T) {
+	ctx := context.Background()
+	r, server := testenv.NewPrivateRedis(t)
+	f := setup(t, r, 10, 1, 1, seckill.Config{})
+	owner := map[string]string{}
+	buy := func(users ...string) {
+		for _, u := range users {
+			id, err := f.sl.Buy(ctx, u, 1)
+			if err != nil {
+				t.Fatalf("%s: %v", u, err)
+			}
+			if owner[id] != "" {
+				t.Errorf("id %s given to %s and to %s", id, owner[id], u)
+			}
+			owner[id] = u
+		}
+	}
+	buy("u1", "u2")
+	if err := r.Client.Save(ctx).Err(); err != nil { // what the restart comes back to
+		t.Fatal(err)
+	}
+	buy("u3", "u4")
+	f.deliver(ctx, nil)
+	if err := server.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	buy("u5", "u6")
+	f.deliver(ctx, nil)
+	for id, u := range owner {
+		var got string
+		if err := f.db.GetContext(ctx, &got, `SELECT user_id FROM seckill_orders WHERE id = ?`, id); err != nil || got != u {
+			t.Errorf("order %s: user %q (%v), want %s", id, got, err, u)
+		}
+	}
+}
+
+// An order message reusing a recorded id for another buyer, campaign or
+// quantity is not taken for a redelivery: it is a poison conflict, and the
+// recorded order stays as it was. The same order delivered again is fine.
+func TestReusedIDIsAConflict(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), 10, 2, 1, seckill.Config{})
+	id, err := f.sl.Buy(ctx, "alice", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.deliver(ctx, nil)
+	var payBy int64
+	if err := f.db.GetContext(ctx, &payBy, `SELECT pay_by FROM seckill_orders WHERE id = ?`, id); err != nil {
+		t.Fatal(err)
+	}
+	msg := func(user string, qty int64) []byte {
+		return seckill.EncodeOrderMessage(seckill.OrderMessage{Campaign: "c1", Orders: []seckill.Order{{ID: id, User: user, Qty: qty, PayBy: time.UnixMilli(payBy)}}})
+	}
+	for _, m := range [][]byte{msg("mallory", 1), msg("alice", 2)} {
+		if err := f.s.HandleOrder(ctx, []byte("c1"), m); !errors.Is(err, outbox.ErrPoison) || !errors.Is(err, seckill.ErrIDConflict) {
+			t.Fatalf("conflicting order %s: %v; want ErrIDConflict, poison", m, err)
+		}
+	}
+	if err := f.s.HandleOrder(ctx, []byte("c1"), msg("alice", 1)); err != nil {
+		t.Fatalf("redelivery: %v", err)
+	}
+	var user string
+	var qty int64
+	row := f.db.QueryRowContext(ctx, `SELECT user_id, qty FROM seckill_orders WHERE id = ?`, id)
+	if err := row.Scan(&user, &qty); err != nil || user != "alice" || qty != 1 {
+		t.Fatalf("order %s is now %s × %d (%v)", id, user, qty, err)
+	}
+	if orders, stock := f.sqlCounts(ctx); orders[seckill.Pending] != 1 || stock != 9 {
+		t.Fatalf("SQL %v, stock %d", orders, stock)
+	}
+}
+
+// Pay races the consumer creating the orders: every payment that returns nil
+// is recorded (the order is paid in SQL and closed in Redis), whichever of the
+// two got there first.
+func TestPayRacesOrderCreation(t *testing.T) {
+	ctx := context.Background()
+	const n = 400
+	f := setup(t, testenv.NewRedis(t), n, 1, 4, seckill.Config{})
+	ids := make([]string, n)
+	for i := range ids {
+		id, err := f.sl.Buy(ctx, fmt.Sprintf("p%d", i), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	values := f.drain(ctx)
+	var wg sync.WaitGroup
+	for w := range 4 { // consumers, one per partition
+		wg.Go(func() {
+			for i := w; i < len(values); i += 4 {
+				if err := f.s.HandleOrder(ctx, nil, values[i]); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	for _, id := range ids {
+		wg.Go(func() {
+			for {
+				err := f.s.Pay(ctx, id)
+				if !errors.Is(err, seckill.ErrNotReady) {
+					if err != nil {
+						t.Errorf("pay %s: %v", id, err)
+					}
+					return
+				}
+				time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
+			}
+		})
+	}
+	wg.Wait()
+	orders, stock := f.sqlCounts(ctx)
+	if orders[seckill.Paid] != n || len(orders) != 1 || stock != 0 {
+		t.Fatalf("every Pay returned nil, yet SQL has %v, stock %d; want %d paid", orders, stock, n)
+	}
+	if rep, err := f.sl.Reconcile(ctx, false); err != nil || !rep.OK() {
+		t.Fatalf("reservations still open in Redis: %+v, %v", rep, err)
+	}
+}
+
+// Several release passes race the consumer creating the orders and the
+// buyers paying them, all reservations being due: no pass fails (deadlocks
+// and lock waits are retried), the passes' counts add up to exactly the
+// releases made, and every unit and quota comes back exactly once.
+func TestReleaseRacesConsumerAndPay(t *testing.T) {
+	ctx := context.Background()
+	const n = 300
+	f := setup(t, testenv.NewRedis(t), n, 1, 4, seckill.Config{})
+	ids := make([]string, n)
+	for i := range ids {
+		id, err := f.sl.Buy(ctx, fmt.Sprintf("u%d", i), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	values := f.drain(ctx)
+	f.clk.Add(16 * time.Minute)
+	var released, paid, refused atomic.Int64
+	release := func() {
+		k, err := f.sl.ReleaseDue(ctx)
+		if err != nil {
+			t.Errorf("release pass: %v", err)
+		}
+		released.Add(int64(k))
+	}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < len(values); i += 4 {
+				if err := f.s.HandleOrder(ctx, nil, values[i]); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+		wg.Go(func() {
+			for range 3 {
+				release()
+			}
+		})
+	}
+	for _, id := range ids {
+		wg.Go(func() {
+			for {
+				switch err := f.s.Pay(ctx, id); {
+				case err == nil:
+					paid.Add(1)
+				case errors.Is(err, seckill.ErrReleased):
+					refused.Add(1)
+				case errors.Is(err, seckill.ErrNotReady):
+					time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
+					continue
+				default:
+					t.Errorf("pay %s: %v", id, err)
+				}
+				return
+			}
+		})
+	}
+	wg.Wait()
+	release() // whatever the racing passes had not reached
+	orders, stock := f.sqlCounts(ctx)
+	left, _ := f.sl.RedisStock(ctx)
+	if paid.Load()+refused.Load() != n || orders[seckill.Paid] != paid.Load() || orders[seckill.Released] != refused.Load() ||
+		released.Load() != refused.Load() || stock != refused.Load() || left != refused.Load() {
+		t.Fatalf("paid %d, refused %d, passes counted %d released; SQL %v, stock %d; Redis stock %d",
+			paid.Load(), refused.Load(), released.Load(), orders, stock, left)
+	}
+	for i := range n { // quotas: back for the released, kept by the payers
+		_, err := f.sl.Buy(ctx, fmt.Sprintf("u%d", i), 1)
+		if err != nil && !errors.Is(err, seckill.ErrLimitReached) {
+			t.Fatal(err)
+		}
+		if err == nil {
+			paid.Add(1)
+		}
+	}
+	if paid.Load() != n {
+		t.Fatalf("%d users hold a unit or a quota after buying again, want all %d", paid.Load(), n)
+	}
+}
+
+// record hands everything in the outbox to HandleOrder.
+func (f *fixture) record(ctx context.Context) {
+	f.t.Helper()
+	for _, v := range f.drain(ctx) {
+		if err := f.s.HandleOrder(ctx, nil, v); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// userOn returns a user whose quota lives on bucket b.
+func userOn(sl *seckill.Sale, b int, prefix string) string {
+	for i := 0; ; i++ {
+		if u := fmt.Sprintf("%s%d", prefix, i); sl.Home(u) == b {
+			return u
+		}
+	}
+}
+
+// lossy is a fixture whose Redis client talks through a replyDropper.
+func lossy(t *testing.T, stock, limit int64, buckets int) (*fixture, *replyDropper) {
+	t.Helper()
+	base := testenv.NewRedis(t)
+	p := newReplyDropper(t, serverAddr(t, base))
+	r := ownClient(t, base, p.Addr())
+	f := setup(t, r, stock, limit, buckets, seckill.Config{})
+	if err := seckill.LoadScripts(context.Background(), r.Client); err != nil {
+		t.Fatal(err)
+	}
+	return f, p
+}
+
+// Every script call that changes state survives a lost reply: go-redis
+// sends it again on a new connection, and the answer and the state are those
+// of one call — one reservation, the right answer to the buyer, units and
+// quotas returned once.
+func TestLostRepliesActOnce(t *testing.T) {
+	ctx := context.Background()
+	lost := func(t *testing.T, p *replyDropper) {
+		t.Helper()
+		if p.dropped.Load() != 1 {
+			t.Fatalf("%d replies lost, want 1", p.dropped.Load())
+		}
+	}
+	stock := func(t *testing.T, f *fixture, want int64) {
+		t.Helper()
+		if left, err := f.sl.RedisStock(ctx); left != want || err != nil {
+			t.Fatalf("Redis stock %d (%v), want %d", left, err, want)
+		}
+	}
+	t.Run("buy", func(t *testing.T) {
+		f, p := lossy(t, 10, 2, 1)
+		p.arm("victim", 1)
+		id, err := f.sl.Buy(ctx, "victim", 1)
+		lost(t, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stock(t, f, 9)
+		if _, err := f.sl.Buy(ctx, "victim", 1); err != nil {
+			t.Fatalf("second unit of 2: %v", err)
+		}
+		if _, err := f.sl.Buy(ctx, "victim", 1); !errors.Is(err, seckill.ErrLimitReached) {
+			t.Fatalf("third unit of 2: %v", err)
+		}
+		f.record(ctx)
+		if err := f.s.Pay(ctx, id); err != nil {
+			t.Fatalf("pay the returned id: %v", err)
+		}
+	})
+	t.Run("batch", func(t *testing.T) {
+		f, p := lossy(t, 10, 1, 1)
+		b := f.sl.NewBatcher(seckill.BatchConfig{Linger: 50 * time.Millisecond})
+		defer b.Close()
+		p.arm("victim", 1)
+		var wg sync.WaitGroup
+		for _, u := range []string{"victim", "a", "b", "c", "d"} {
+			wg.Go(func() {
+				if _, err := b.Buy(ctx, u, 1); err != nil {
+					t.Errorf("%s: %v", u, err)
+				}
+			})
+		}
+		wg.Wait()
+		lost(t, p)
+		stock(t, f, 5)
+	})
+	// The victim's home bucket is empty and the other has one unit: the
+	// home script holds the quota (call 1), the take script takes the unit
+	// from the other bucket (call 2).
+	for _, nth := range []int{1, 2} {
+		t.Run(fmt.Sprintf("hold-and-take/call%d", nth), func(t *testing.T) {
+			f, p := lossy(t, 2, 1, 2)
+			home := f.sl.Home("victim")
+			if _, err := f.sl.Buy(ctx, userOn(f.sl, home, "filler"), 1); err != nil {
+				t.Fatal(err)
+			}
+			p.arm("victim", nth)
+			if _, err := f.sl.Buy(ctx, "victim", 1); err != nil {
+				t.Fatalf("the last unit: %v", err)
+			}
+			lost(t, p)
+			stock(t, f, 0)
+		})
+	}
+	// The victim has one unit due and one not: its release loses the reply
+	// of the close script (call 1) or of the quota return (call 2).
+	for _, nth := range []int{1, 2} {
+		t.Run(fmt.Sprintf("release/call%d", nth), func(t *testing.T) {
+			f, p := lossy(t, 10, 2, 1)
+			due, err := f.sl.Buy(ctx, "victim", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.clk.Add(8 * time.Minute)
+			if _, err := f.sl.Buy(ctx, "victim", 1); err != nil {
+				t.Fatal(err)
+			}
+			f.record(ctx)
+			f.clk.Add(8 * time.Minute)
+			p.arm(due, nth)
+			if n, err := f.sl.ReleaseDue(ctx); n != 1 || err != nil {
+				t.Fatalf("released %d, %v; want 1", n, err)
+			}
+			lost(t, p)
+			stock(t, f, 9)
+			if _, err := f.sl.Buy(ctx, "victim", 1); err != nil {
+				t.Fatalf("the released unit's quota did not come back: %v", err)
+			}
+			if _, err := f.sl.Buy(ctx, "victim", 1); !errors.Is(err, seckill.ErrLimitReached) {
+				t.Fatalf("quota came back twice: %v", err)
+			}
+		})
+	}
+}
+
+// checkRebuilt asserts what a repaired campaign must satisfy: Reconcile finds
+// nothing to repair; units sold in SQL + Redis stock + units in flight =
+// the initial stock; users at the limit in SQL cannot buy more; and every
+// pending order is released once due, its units back in both stores.
+func (f *fixture) checkRebuilt(ctx context.Context, initial, limit int64) {
+	f.t.Helper()
+	rep, err := f.sl.Reconcile(ctx, false)
+	if err != nil || !rep.OK() {
+		f.t.Fatalf("after the repair: %+v, %v", rep, err)
+	}
+	orders, _ := f.sqlCounts(ctx)
+	if sold := orders[seckill.Pending] + orders[seckill.Paid]; sold+rep.RedisStock+rep.InFlight != initial {
+		f.t.Fatalf("sold %d in SQL + Redis stock %d + in flight %d ≠ %d", sold, rep.RedisStock, rep.InFlight, initial)
+	}
+	var full []string
+	if err := f.db.SelectContext(ctx, &full, `SELECT user_id FROM seckill_orders WHERE status IN (?, ?) GROUP BY user_id HAVING SUM(qty) >= ?`,
+		seckill.Pending, seckill.Paid, limit); err != nil {
+		f.t.Fatal(err)
+	}
+	for _, u := range full {
+		if _, err := f.sl.Buy(ctx, u, 1); !errors.Is(err, seckill.ErrLimitReached) {
+			f.t.Errorf("%s holds %d units in SQL and bought again: %v", u, limit, err)
+		}
+	}
+	f.clk.Add(time.Hour)
+	if n, err := f.sl.ReleaseDue(ctx); err != nil || int64(n) != orders[seckill.Pending] {
+		f.t.Fatalf("released %d of %d pending orders: %v", n, orders[seckill.Pending], err)
+	}
+	after, stock := f.sqlCounts(ctx)
+	if left, _ := f.sl.RedisStock(ctx); stock != initial-after[seckill.Paid] || left != stock {
+		f.t.Fatalf("after the releases: SQL %v, stock %d, Redis stock %d; want %d in both", after, stock, left, initial-after[seckill.Paid])
+	}
+}
+
+// A Redis without persistence restarts in the middle of a sale and forgets
+// the campaign. Buy says so instead of selling from nothing; Reconcile
+// reports the loss and rebuilds stock, quotas and pending reservations from
+// SQL, counting the orders that were in Kafka at the restart once the
+// consumer has caught up.
+func TestReconcileAfterRestartWithoutPersistence(t *testing.T) {
+	ctx := context.Background()
+	r, server := testenv.NewPrivateRedis(t)
+	f := setup(t, r, 20, 2, 2, seckill.Config{})
+	ids := map[string][]string{}
+	buy := func(user string, n int) {
+		for range n {
+			id, err := f.sl.Buy(ctx, user, 1)
+			if err != nil {
+				t.Fatalf("%s: %v", user, err)
+			}
+			ids[user] = append(ids[user], id)
+		}
+	}
+	buy("u0", 2)
+	buy("u1", 2)
+	buy("u2", 1)
+	buy("u3", 1)
+	f.record(ctx)
+	for _, id := range []string{ids["u0"][0], ids["u2"][0]} {
+		if err := f.s.Pay(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buy("u4", 2)
+	inKafka := f.drain(ctx) // relayed, not consumed yet at the restart
+	if err := server.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.sl.Buy(ctx, "u9", 1); !errors.Is(err, seckill.ErrStateLost) {
+		t.Fatalf("buy with the state gone: %v, want ErrStateLost", err)
+	}
+	for _, v := range inKafka { // the consumer catches up
+		if err := f.s.HandleOrder(ctx, nil, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := f.sl.Reconcile(ctx, false)
+	if err != nil || rep.LostBuckets != 2 || rep.Missing != 6 || rep.ShortQuotas != 5 || rep.Drift != -12 || rep.Repaired {
+		t.Fatalf("report of the loss: %+v, %v; want 2 lost buckets, 6 missing, 5 short quotas, drift -12", rep, err)
+	}
+	if rep, err = f.sl.Reconcile(ctx, true); err != nil || !rep.Repaired {
+		t.Fatalf("repair: %+v, %v", rep, err)
+	}
+	f.checkRebuilt(ctx, 20, 2)
+}
+
+// A master of a Redis Cluster fails over to a replica that missed its last
+// writes. Reservations, quotas and stock decrements are lost; some of their
+// orders reached SQL through the outbox before the failover. Reconcile
+// reports and repairs the loss once the consumer has caught up.
+func TestReconcileAfterFailover(t *testing.T) {
+	ctx := context.Background()
+	r, cc := ownCluster(t)
+	f := setup(t, r, 40, 2, 4, seckill.Config{})
+	on0 := func(prefix string) string { return userOn(f.sl, 0, prefix) }
+	buy := func(user string, n int) []string {
+		var ids []string
+		for range n {
+			id, err := f.sl.Buy(ctx, user, 1)
+			if err != nil {
+				t.Fatalf("%s: %v", user, err)
+			}
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	early := []string{on0("a"), on0("b"), on0("c"), "x", "y", "z"}
+	var paid string
+	for _, u := range early {
+		paid = buy(u, 1)[0]
+	}
+	f.record(ctx)
+	if err := f.s.Pay(ctx, paid); err != nil {
+		t.Fatal(err)
+	}
+	sh := shardOf(t, cc, f.sl.Key(0, "stock"))
+	sh.cut(t)
+	buy(early[0], 1)
+	buy(early[1], 1)
+	buy(on0("d"), 2)
+	inKafka := f.drain(ctx) // relayed before the failover
+	buy(early[2], 1)        // lost with the master
+	lost := buy(on0("e"), 1)[0]
+	sh.failover(t)
+	for _, v := range inKafka {
+		if err := f.s.HandleOrder(ctx, nil, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.record(ctx)
+	rep, err := f.sl.Reconcile(ctx, false)
+	if err != nil || rep.Missing == 0 || rep.ShortQuotas == 0 || rep.Drift <= 0 || rep.OK() {
+		t.Fatalf("report after the failover: %+v, %v; want missing reservations, short quotas and a positive drift", rep, err)
+	}
+	t.Logf("after the failover: %+v", rep)
+	if rep, err = f.sl.Reconcile(ctx, true); err != nil || !rep.Repaired {
+		t.Fatalf("repair: %+v, %v", rep, err)
+	}
+	if err := f.s.Pay(ctx, lost); !errors.Is(err, seckill.ErrNotReady) {
+		t.Fatalf("paying a reservation the failover lost before it was relayed: %v", err)
+	}
+	f.checkRebuilt(ctx, 40, 2)
+}
+
+// Reconcile repairs a lost bucket while buyers keep buying on all buckets and
+// nothing is relayed (every reservation in flight): each bucket is rewritten
+// only if no decision changed it since it was read, so exactly the stock is
+// sold, none of it twice.
+func TestRepairDuringSale(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const stock = 300
+	f := setup(t, testenv.NewRedis(t), stock, 1, 4, seckill.Config{})
+	if err := f.r.Client.Del(ctx, f.sl.Key(2, "stock")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var next, sold, lost atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_, err := f.sl.Buy(ctx, fmt.Sprintf("b%d", next.Add(1)), 1)
+				switch {
+				case err == nil:
+					sold.Add(1)
+				case errors.Is(err, seckill.ErrStateLost):
+					lost.Add(1)
+				case errors.Is(err, seckill.ErrSoldOut):
+					return
+				default:
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	buyersDone := make(chan struct{})
+	go func() { wg.Wait(); close(buyersDone) }()
+	waitFor(t, "a buy refused for the lost bucket", func() bool { return lost.Load() > 0 })
+	repairs := 0
+	for waiting := true; waiting; {
+		select {
+		case <-buyersDone:
+			waiting = false
+		default:
+		}
+		rep, err := f.sl.Reconcile(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Repaired {
+			repairs++
+		}
+	}
+	if repairs == 0 || sold.Load() != stock {
+		t.Fatalf("%d repairs, %d sold; want a repair and %d sold", repairs, sold.Load(), stock)
+	}
+	f.record(ctx)
+	if orders, left := f.sqlCounts(ctx); orders[seckill.Pending] != stock || len(orders) != 1 || left != 0 {
+		t.Fatalf("SQL %v, stock %d; want %d pending, none rejected", orders, left, stock)
+	}
+	if rep, err := f.sl.Reconcile(ctx, false); err != nil || !rep.OK() || rep.RedisStock != 0 {
+		t.Fatalf("after the sale: %+v, %v", rep, err)
+	}
+}
+
+// With WaitReplicas, a purchase is answered once a replica has it, on every
+// path (home bucket, another bucket, the batcher); with no replica to wait
+// for, the buyer still gets the reservation, with ErrNotReplicated.
+func TestWaitForReplicas(t *testing.T) {
+	ctx := context.Background()
+	t.Run("cluster", func(t *testing.T) {
+		f := setup(t, testenv.NewRedisCluster(t), 12, 1, 4, seckill.Config{WaitReplicas: 1, WaitTimeout: 5 * time.Second})
+		for i := range 8 { // one home bucket: most take from another
+			if _, err := f.sl.Buy(ctx, userOn(f.sl, 0, fmt.Sprintf("h%d-", i)), 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b := f.sl.NewBatcher(seckill.BatchConfig{})
+		defer b.Close()
+		for i := range 5 {
+			_, err := b.Buy(ctx, fmt.Sprintf("batched%d", i), 1)
+			if (i < 4) != (err == nil) || i == 4 && !errors.Is(err, seckill.ErrSoldOut) {
+				t.Fatalf("batched buyer %d: %v", i, err)
+			}
+		}
+	})
+	t.Run("no-replica", func(t *testing.T) {
+		r, _ := testenv.NewPrivateRedis(t)
+		f := setup(t, r, 8, 1, 1, seckill.Config{WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
+		b := f.sl.NewBatcher(seckill.BatchConfig{})
+		defer b.Close()
+		for i, buy := range []func(string, int64) (string, error){
+			func(u string, q int64) (string, error) { return f.sl.Buy(ctx, u, q) },
+			func(u string, q int64) (string, error) { return b.Buy(ctx, u, q) },
+		} {
+			if id, err := buy(fmt.Sprint("u", i), 1); id == "" || !errors.Is(err, seckill.ErrNotReplicated) {
+				t.Fatalf("buy %d without a replica: %q, %v; want the id and ErrNotReplicated", i, id, err)
+			}
+		}
+		f.record(ctx)
+		if orders, _ := f.sqlCounts(ctx); orders[seckill.Pending] != 2 {
+			t.Fatalf("SQL %v, want the 2 unconfirmed purchases recorded", orders)
+		}
+	})
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/kafka"
 	"github.com/casebook-dev/casebook/outbox"
 	"github.com/casebook-dev/casebook/seckill"
@@ -37,13 +38,21 @@ func main() {
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	svc, err := seckill.New(r.Client, sqlb.DB, seckill.Config{Namespace: ns, Now: clock})
+	// Reservation ids come from a snowflake node: give every process its
+	// own node id, and a checkpoint so that a restart with a clock that went
+	// back cannot repeat ids.
+	ids, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 1, Checkpoint: idgen.NewRedisCheckpoint(r.Client, ns+":snowflake:1")})
+	check(err)
+	svc, err := seckill.New(r.Client, sqlb.DB, seckill.Config{Namespace: ns, Now: clock, IDs: ids})
 	check(err)
 	check(svc.Migrate(ctx))
-	c := seckill.Campaign{ID: "double11", SKU: "phone-128g", Stock: 1000, Limit: 1, Buckets: 8, Starts: clock().Add(-time.Second), Ends: clock().Add(time.Hour)}
-	check(svc.Create(ctx, c))
+	_, err = svc.Create(ctx, seckill.Campaign{ID: "double11", SKU: "phone-128g", Stock: 1000, Limit: 1, Buckets: 8,
+		Starts: clock().Add(-time.Second), Ends: clock().Add(time.Hour)})
+	check(err)
+	sale, err := svc.Open(ctx, "double11") // what any other process does: the rules come from SQL
+	check(err)
 
-	b := svc.NewBatcher(c, seckill.BatchConfig{})
+	b := sale.NewBatcher(seckill.BatchConfig{})
 	var won, soldOut, limited atomic.Int64
 	var mu sync.Mutex
 	var reservations []string
@@ -77,7 +86,7 @@ func main() {
 	prod, err := kafka.Dial(k.Brokers, "seckill-relay")
 	check(err)
 	defer prod.Close()
-	relay := outbox.NewRelay(r.Client, svc.Outboxes(c), topic, prod)
+	relay := outbox.NewRelay(r.Client, sale.Outboxes(), topic, prod)
 	entries, err := relay.DrainAll(ctx)
 	check(err)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -93,9 +102,9 @@ func main() {
 		}
 	}
 	now.Add(int64(16 * time.Minute)) // the others miss the 15-minute deadline
-	released, err := svc.ReleaseDue(ctx, c)
+	released, err := sale.ReleaseDue(ctx)
 	check(err)
-	rep, err := svc.Reconcile(ctx, c, false)
+	rep, err := sale.Reconcile(ctx, false)
 	check(err)
 	fmt.Printf("orders: %d batches through Kafka (%s) into %s; %d paid, %d released after 15 min\n", entries, k.Kind, sqlb.Kind, paid, released)
 	fmt.Printf("stock left: Redis %d, SQL %d, drift %d\n", rep.RedisStock, rep.SQLStock, rep.Drift)
