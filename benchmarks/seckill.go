@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/seckill"
 )
 
@@ -22,26 +23,30 @@ func seckillBuy(name string, batched bool) Measurement {
 		if err != nil {
 			return nil, err
 		}
-		s, err := seckill.New(r.Client, sqlb.DB, seckill.Config{Namespace: ns})
+		ids, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 1})
+		if err != nil {
+			return nil, err
+		}
+		s, err := seckill.New(r.Client, sqlb.DB, seckill.Config{Namespace: ns, IDs: ids})
 		if err != nil {
 			return nil, err
 		}
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
 		}
-		c := seckill.Campaign{ID: "bench-" + ns[len(ns)-6:], SKU: "bench-" + ns[len(ns)-6:], Stock: 1 << 40, Limit: 1 << 40, Buckets: 1,
-			Starts: time.Now().Add(-time.Minute), Ends: time.Now().Add(time.Hour)}
-		if err := s.Create(ctx, c); err != nil {
+		sale, err := s.Create(ctx, seckill.Campaign{ID: "bench-" + ns[len(ns)-6:], SKU: "bench-" + ns[len(ns)-6:], Stock: 1 << 40, Limit: 1 << 40, Buckets: 1,
+			Starts: time.Now().Add(-time.Minute), Ends: time.Now().Add(time.Hour)})
+		if err != nil {
 			return nil, err
 		}
 		var n atomic.Int64
 		if !batched {
 			return func() error {
-				_, err := s.Buy(ctx, c, "u"+strconv.FormatInt(n.Add(1), 10), 1)
+				_, err := sale.Buy(ctx, "u"+strconv.FormatInt(n.Add(1), 10), 1)
 				return err
 			}, nil
 		}
-		b := s.NewBatcher(c, seckill.BatchConfig{})
+		b := sale.NewBatcher(seckill.BatchConfig{})
 		env.Fixture("batcher:"+ns, func() (any, func(), error) { return b, b.Close, nil }) // closed at the end
 		return func() error {
 			_, err := b.Buy(ctx, "u"+strconv.FormatInt(n.Add(1), 10), 1)
