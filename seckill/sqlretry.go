@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"regexp"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/casebook-dev/casebook/internal/sqlutil"
 )
 
 // errDecideAgain is returned inside a retried operation when a concurrent
@@ -16,31 +17,11 @@ import (
 // operation starts over.
 var errDecideAgain = errors.New("seckill: concurrent change, decide again")
 
-// mysqlRetryable matches how MySQL drivers render a deadlock (1213), a lock
-// wait timeout (1205) or a serialization failure (SQLSTATE 40001): "Error
-// 1213 (40001): …". Reading the text keeps this package free of a driver
-// import; internal/sqlutil could offer it as IsRetryable.
-var mysqlRetryable = regexp.MustCompile(`^Error (1213|1205)\b|^Error \d+ \(40001\)`)
-
 // retryable reports whether err is a transient conflict after which the
-// whole transaction may simply run again.
+// whole transaction may simply run again: a decision to make again, or a
+// deadlock, lock wait timeout, serialization failure or busy SQLite.
 func retryable(err error) bool {
-	if errors.Is(err, errDecideAgain) {
-		return true
-	}
-	var coded interface{ Code() int } // modernc.org/sqlite's *Error
-	if errors.As(err, &coded) {
-		switch coded.Code() & 0xff { // primary result code
-		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
-			return true
-		}
-	}
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		if mysqlRetryable.MatchString(e.Error()) {
-			return true
-		}
-	}
-	return false
+	return errors.Is(err, errDecideAgain) || sqlutil.IsRetryable(err)
 }
 
 // withRetry runs op until it returns nil or an error that is not retryable,
