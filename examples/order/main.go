@@ -228,7 +228,7 @@ func serve(h http.Handler) (string, func(), error) {
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
+	srv := devstack.Server("", h)
 	go srv.Serve(ln)
 	return "http://" + ln.Addr().String() + "/pay/notify", func() { srv.Close() }, nil
 }

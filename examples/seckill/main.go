@@ -5,7 +5,9 @@
 //	go run ./examples/seckill
 //
 // Embedded defaults: a spawned Redis Cluster (one embedded Redis without the
-// redis-server binary), franz-go's in-process kfake Kafka, SQLite.
+// redis-server binary), franz-go's in-process kfake Kafka, SQLite. Real
+// servers: CASEBOOK_REDIS_CLUSTER or CASEBOOK_REDIS_ADDR,
+// CASEBOOK_KAFKA_BROKERS, CASEBOOK_MYSQL_DSN.
 package main
 
 import (
@@ -26,15 +28,18 @@ import (
 	"github.com/casebook-dev/casebook/seckill"
 )
 
-func main() {
-	ctx := context.Background()
+func main() { devstack.Run(run) }
+
+func run(ctx context.Context) error {
 	st, err := devstack.Open(ctx, devstack.FromEnv(), "casebook_seckill", os.Stderr)
-	check(err)
+	if err != nil {
+		return err
+	}
 	defer st.Close()
 	r, k, sqlb := st.Redis, st.Kafka, st.SQL
 
 	ns := "casebook-example-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	defer devstack.DeleteKeys(ctx, r.Client, ns+"*")
+	defer devstack.DeleteKeys(context.WithoutCancel(ctx), r.Client, ns+"*")
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
@@ -42,15 +47,25 @@ func main() {
 	// own node id, and a checkpoint so that a restart with a clock that went
 	// back cannot repeat ids.
 	ids, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 1, Checkpoint: idgen.NewRedisCheckpoint(r.Client, ns+":snowflake:1")})
-	check(err)
+	if err != nil {
+		return err
+	}
 	svc, err := seckill.New(r.Client, sqlb.DB, seckill.Config{Namespace: ns, Now: clock, IDs: ids})
-	check(err)
-	check(svc.Migrate(ctx))
+	if err != nil {
+		return err
+	}
+	if err := svc.Migrate(ctx); err != nil {
+		return err
+	}
 	_, err = svc.Create(ctx, seckill.Campaign{ID: "double11", SKU: "phone-128g", Stock: 1000, Limit: 1, Buckets: 8,
 		Starts: clock().Add(-time.Second), Ends: clock().Add(time.Hour)})
-	check(err)
+	if err != nil {
+		return err
+	}
 	sale, err := svc.Open(ctx, "double11") // what any other process does: the rules come from SQL
-	check(err)
+	if err != nil {
+		return err
+	}
 
 	b := sale.NewBatcher(seckill.BatchConfig{})
 	var won, soldOut, limited atomic.Int64
@@ -82,36 +97,48 @@ func main() {
 		time.Since(start).Round(time.Millisecond), won.Load(), soldOut.Load(), limited.Load(), r.Kind, len(r.Addrs))
 
 	topic := "seckill-orders-" + ns
-	check(kafka.CreateTopic(k.Brokers, topic, 8))
+	if err := kafka.CreateTopic(k.Brokers, topic, 8); err != nil {
+		return err
+	}
 	prod, err := kafka.Dial(k.Brokers, "seckill-relay")
-	check(err)
+	if err != nil {
+		return err
+	}
 	defer prod.Close()
 	relay := outbox.NewRelay(r.Client, sale.Outboxes(), topic, prod)
 	entries, err := relay.DrainAll(ctx)
-	check(err)
+	if err != nil {
+		return err
+	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	_, err = kafka.ConsumeN(cctx, k.Brokers, "orders", []string{topic}, int64(entries), svc.HandleOrder, kafka.ConsumerConfig{})
 	cancel()
-	check(err)
+	if err != nil {
+		return err
+	}
 
 	paid := 0
 	for i, id := range reservations {
 		if i%10 != 0 { // nine in ten pay
-			check(svc.Pay(ctx, id))
+			if err := svc.Pay(ctx, id); err != nil {
+				return err
+			}
 			paid++
 		}
 	}
 	now.Add(int64(16 * time.Minute)) // the others miss the 15-minute deadline
 	released, err := sale.ReleaseDue(ctx)
-	check(err)
+	if err != nil {
+		return err
+	}
 	rep, err := sale.Reconcile(ctx, false)
-	check(err)
+	if err != nil {
+		return err
+	}
 	fmt.Printf("orders: %d batches through Kafka (%s) into %s; %d paid, %d released after 15 min\n", entries, k.Kind, sqlb.Kind, paid, released)
 	fmt.Printf("stock left: Redis %d, SQL %d, drift %d\n", rep.RedisStock, rep.SQLStock, rep.Drift)
-}
-
-func check(err error) {
-	if err != nil {
-		log.Fatal(err)
+	if !rep.OK() {
+		return fmt.Errorf("Redis and SQL disagree: %+v", rep)
 	}
+	return nil
 }

@@ -67,10 +67,7 @@ func run(ctx context.Context, addr, base, sqlitePath string) error {
 	if err := svc.Migrate(ctx); err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Addr: addr, Handler: svc.Handler(nil), MaxHeaderBytes: 16 << 10,
-		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute,
-	}
+	srv := devstack.Server(addr, svc.Handler(nil)) // every timeout and header limit set
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
