@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
 )
 
 // Environment variables that name real servers.
@@ -203,4 +204,36 @@ func Run(body func(ctx context.Context) error) {
 		log.Print(err)
 		os.Exit(1)
 	}
+}
+
+// Scratch is a throw-away place to try a block: one Redis (CASEBOOK_REDIS_ADDR,
+// else spawned, else embedded), a key namespace of its own, and a scratch
+// SQL database (on CASEBOOK_MYSQL_DSN's server, else SQLite). Close removes
+// all of it. The packages' Example functions run on one.
+type Scratch struct {
+	Redis     redis.UniversalClient
+	SQL       *sqlx.DB
+	Namespace string // unique; every key the example writes goes under it
+	redis     *Redis
+	sql       *SQL
+}
+
+// OpenScratch opens a Scratch; name labels its database.
+func OpenScratch(ctx context.Context, name string) (*Scratch, error) {
+	r, err := OpenRedis(ctx, os.Getenv(EnvRedisAddr))
+	if err != nil {
+		return nil, err
+	}
+	s, err := OpenSQL(ctx, os.Getenv(EnvMySQLDSN), name)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return &Scratch{Redis: r.Client, SQL: s.DB, Namespace: name + ":" + RandomHex(4), redis: r, sql: s}, nil
+}
+
+// Close deletes the namespace's keys, drops the database and stops what was
+// spawned.
+func (s *Scratch) Close() error {
+	return errors.Join(DeleteKeys(context.Background(), s.Redis, s.Namespace+"*"), s.sql.Close(), s.redis.Close())
 }

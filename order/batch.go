@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
@@ -425,7 +426,7 @@ func (s *Service) takeAll(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, line
 	for i, l := range lines {
 		ids[i] = l.bo.o.ID
 	}
-	q, args, err := sqlx.In(`DELETE FROM `+sibling(sh, "inventory_tx")+` WHERE sku = ? AND order_id IN (?)`, lines[0].sku, ids)
+	q, args, err := sqlx.In(`DELETE FROM `+gene.Sibling(sh, "inventory_tx")+` WHERE sku = ? AND order_id IN (?)`, lines[0].sku, ids)
 	if err == nil {
 		_, err = tx.ExecContext(ctx, q, args...)
 	}
@@ -435,7 +436,7 @@ func (s *Service) takeAll(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, line
 // insertBarriers records tried reservations for lines, in one statement.
 func (s *Service) insertBarriers(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, lines []line) error {
 	var q strings.Builder
-	q.WriteString(`INSERT INTO ` + sibling(sh, "inventory_tx") + ` (order_id, sku, qty, state, updated_at) VALUES `)
+	q.WriteString(`INSERT INTO ` + gene.Sibling(sh, "inventory_tx") + ` (order_id, sku, qty, state, updated_at) VALUES `)
 	args := make([]any, 0, 5*len(lines))
 	now := s.now()
 	for i, l := range lines {

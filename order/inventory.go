@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
@@ -89,7 +90,7 @@ func (s *Service) Reserve(ctx context.Context, order int64, sku string, qty int6
 // trace (its barrier row is removed again).
 func (s *Service) tryIn(ctx context.Context, tx *sqlx.Tx, order int64, sku string, qty int64) error {
 	sh := s.inventory.ByKey(sku)
-	barrier := sibling(sh, "inventory_tx")
+	barrier := gene.Sibling(sh, "inventory_tx")
 	_, err := tx.ExecContext(ctx, `INSERT INTO `+barrier+` (order_id, sku, qty, state, updated_at) VALUES (?, ?, ?, ?, ?)`,
 		order, sku, qty, barrierTried, s.now())
 	if sqlutil.IsDuplicate(err) {
@@ -183,7 +184,7 @@ func (s *Service) settle(ctx context.Context, order int64, sku, to string) error
 
 func (s *Service) settleOnce(ctx context.Context, order int64, sku, to string) error {
 	sh := s.inventory.ByKey(sku)
-	barrier := sibling(sh, "inventory_tx")
+	barrier := gene.Sibling(sh, "inventory_tx")
 	return inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
 		var b struct {
 			Qty   int64  `db:"qty"`

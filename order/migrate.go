@@ -7,6 +7,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
@@ -34,7 +35,7 @@ func orderTables(sh shard.Shard) []sqlutil.Table {
 			updated_at BIGINT NOT NULL`,
 		Indexes: []string{"UNIQUE uq_request (user_id, request_id)", "ix_user (user_id, id)", "ix_status (status, pay_deadline)", "ix_stock (stock)", "ix_created (created_at)"},
 	}, {
-		Name: sibling(sh, "payments"),
+		Name: gene.Sibling(sh, "payments"),
 		Columns: `pay_no BIGINT NOT NULL PRIMARY KEY,
 			order_id BIGINT NOT NULL,
 			channel VARCHAR(32) NOT NULL,
@@ -46,14 +47,14 @@ func orderTables(sh shard.Shard) []sqlutil.Table {
 			paid_at BIGINT NOT NULL`,
 		Indexes: []string{"ix_order (order_id)", "ix_paid (paid_at)"},
 	}, {
-		Name: sibling(sh, "pay_callbacks"),
+		Name: gene.Sibling(sh, "pay_callbacks"),
 		Columns: `gateway_txn {{key}} NOT NULL PRIMARY KEY,
 			pay_no BIGINT NOT NULL,
 			outcome VARCHAR(24) NOT NULL,
 			detail VARCHAR(255) NOT NULL,
 			received_at BIGINT NOT NULL`,
 	}, {
-		Name: sibling(sh, "refunds"),
+		Name: gene.Sibling(sh, "refunds"),
 		Columns: `refund_no BIGINT NOT NULL PRIMARY KEY,
 			order_id BIGINT NOT NULL,
 			pay_no BIGINT NOT NULL,
@@ -76,7 +77,7 @@ func inventoryTables(sh shard.Shard) []sqlutil.Table {
 			locked BIGINT NOT NULL,
 			sold BIGINT NOT NULL`,
 	}, {
-		Name: sibling(sh, "inventory_tx"),
+		Name: gene.Sibling(sh, "inventory_tx"),
 		Columns: `order_id BIGINT NOT NULL,
 			sku {{key}} NOT NULL,
 			qty BIGINT NOT NULL,

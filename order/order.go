@@ -8,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/keys"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
@@ -84,9 +84,7 @@ type Service struct {
 	genes     idgen.Genes
 	space     keys.Space
 	idSource  *idgen.SQLSource
-
-	idMu sync.Mutex
-	ids  *idgen.Segment
+	ids       *gene.IDs
 }
 
 // New returns a Service over dbs (N databases; the README's 8 for the seed),
@@ -112,10 +110,10 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 			return nil, fmt.Errorf("%w: databases mix drivers %q and %q", ErrConfig, dbs[0].DriverName(), db.DriverName())
 		}
 	}
-	total := len(dbs) * cfg.TablesPerDB
+	if err := gene.CheckLayout(dbs, cfg.TablesPerDB); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	switch {
-	case cfg.TablesPerDB < 1 || total > 1<<16 || total&(total-1) != 0:
-		return nil, fmt.Errorf("%w: %d databases × %d tables: the total must be a power of two ≤ 65536", ErrConfig, len(dbs), cfg.TablesPerDB)
 	case len(cfg.Currency) != 3 || strings.ToUpper(cfg.Currency) != cfg.Currency:
 		return nil, fmt.Errorf("%w: currency %q (ISO 4217, e.g. CNY)", ErrConfig, cfg.Currency)
 	case cfg.PayTimeout < 0 || cfg.AutoComplete < 0 || cfg.IDStep < 1:
@@ -134,55 +132,33 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return &Service{
-		rdb: rdb, dbs: dbs, cfg: cfg, orders: orders, inventory: inventory, idSource: idSource,
-		genes: idgen.Genes{Bits: 16}, space: keys.NewSpace(keys.Join(cfg.Namespace, "order")),
+		rdb: rdb, dbs: dbs, cfg: cfg, orders: orders, inventory: inventory, idSource: idSource, genes: gene.Genes,
+		ids: gene.NewIDs(idSource, keys.Join(cfg.Namespace, "order"), cfg.IDStep), space: keys.NewSpace(keys.Join(cfg.Namespace, "order")),
 	}, nil
 }
 
 // Close stops the id segment's background lease. It is safe to call twice;
 // the databases and Redis client are the caller's.
 func (s *Service) Close() error {
-	s.idMu.Lock()
-	defer s.idMu.Unlock()
-	if s.ids != nil {
-		s.ids.Close()
-	}
+	s.ids.Close()
 	return nil
-}
-
-// sibling returns the physical name of the table logical that lives beside
-// sh, in its database with its number: sibling(orders_007, "payments") is
-// payments_007.
-func sibling(sh shard.Shard, logical string) string {
-	return logical + sh.Table[strings.LastIndexByte(sh.Table, '_'):]
 }
 
 // isMySQL reports the dialect of every database.
 func (s *Service) isMySQL() bool { return sqlutil.IsMySQL(s.dbs[0]) }
 
 // newID returns a fresh order or payment number carrying user's gene, so
-// that it routes to the user's shard. The base comes from a segment leased
-// in SQL: it never repeats, whatever Redis forgets.
+// that it routes to the user's shard.
 func (s *Service) newID(ctx context.Context, user string) (int64, error) {
 	return s.newIDWithGene(ctx, s.genes.Of(user))
 }
 
-func (s *Service) newIDWithGene(ctx context.Context, gene uint64) (int64, error) {
-	s.idMu.Lock()
-	if s.ids == nil {
-		var err error
-		if s.ids, err = idgen.NewSegment(ctx, s.idSource, idgen.SegmentConfig{Tag: keys.Join(s.cfg.Namespace, "order"), Step: s.cfg.IDStep}); err != nil {
-			s.idMu.Unlock()
-			return 0, fmt.Errorf("order: id segment: %w", err)
-		}
-	}
-	ids := s.ids
-	s.idMu.Unlock()
-	base, err := ids.Next(ctx)
+func (s *Service) newIDWithGene(ctx context.Context, g uint64) (int64, error) {
+	id, err := s.ids.Next(ctx, g)
 	if err != nil {
-		return 0, fmt.Errorf("order: next id: %w", err)
+		return 0, fmt.Errorf("order: %w", err)
 	}
-	return s.genes.Make(base, gene)
+	return id, nil
 }
 
 // shardOfID returns the order shard an order or payment number routes to.
@@ -192,13 +168,8 @@ func (s *Service) shardOfID(id int64) shard.Shard { return s.orders.ByGene(s.gen
 func (s *Service) shardOfUser(user string) shard.Shard { return s.orders.ByGene(s.genes.Of(user)) }
 
 func validUser(user string) error {
-	if user == "" || len(user) > 64 {
-		return fmt.Errorf("%w: user id of %d bytes (1..64)", ErrInvalid, len(user))
-	}
-	for i := range len(user) {
-		if c := user[i]; c < 0x21 || c > 0x7e {
-			return fmt.Errorf("%w: user id byte %#x (printable ASCII only)", ErrInvalid, c)
-		}
+	if err := gene.ValidID(user); err != nil {
+		return fmt.Errorf("%w: user %w", ErrInvalid, err)
 	}
 	return nil
 }

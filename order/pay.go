@@ -10,6 +10,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
@@ -56,7 +57,7 @@ func (s *Service) StartPayment(ctx context.Context, orderID int64, channel strin
 	}
 	p := Payment{PayNo: payNo, OrderID: o.ID, Channel: channel, Amount: o.Amount, Currency: o.Currency, Status: PaymentCreated, CreatedAt: s.now()}
 	sh := s.shardOfID(payNo)
-	if _, err := sh.DB.ExecContext(ctx, `INSERT INTO `+sibling(sh, "payments")+` (pay_no, order_id, channel, amount, currency, status, gateway_txn, created_at, paid_at)
+	if _, err := sh.DB.ExecContext(ctx, `INSERT INTO `+gene.Sibling(sh, "payments")+` (pay_no, order_id, channel, amount, currency, status, gateway_txn, created_at, paid_at)
 		VALUES (?, ?, ?, ?, ?, ?, NULL, ?, 0)`, p.PayNo, p.OrderID, p.Channel, p.Amount, p.Currency, p.Status, p.CreatedAt); err != nil {
 		return Payment{}, fmt.Errorf("order: start payment: %w", err)
 	}
@@ -72,7 +73,7 @@ func (s *Service) PaymentOf(ctx context.Context, payNo int64) (Payment, error) {
 func (s *Service) loadPayment(ctx context.Context, q querier, sh shard.Shard, payNo int64, lock bool) (Payment, error) {
 	var p Payment
 	err := q.GetContext(ctx, &p, `SELECT pay_no, order_id, channel, amount, currency, status, COALESCE(gateway_txn, '') AS gateway_txn, created_at, paid_at
-		FROM `+sibling(sh, "payments")+` WHERE pay_no = ?`+s.forUpdate(lock), payNo)
+		FROM `+gene.Sibling(sh, "payments")+` WHERE pay_no = ?`+s.forUpdate(lock), payNo)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Payment{}, fmt.Errorf("%w: payment %d", ErrNotFound, payNo)
 	}
@@ -142,7 +143,7 @@ func (s *Service) HandleCallback(ctx context.Context, cb Callback) (Outcome, err
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO `+sibling(sh, "pay_callbacks")+` (gateway_txn, pay_no, outcome, detail, received_at) VALUES (?, ?, ?, ?, ?)`,
+		_, err = tx.ExecContext(ctx, `INSERT INTO `+gene.Sibling(sh, "pay_callbacks")+` (gateway_txn, pay_no, outcome, detail, received_at) VALUES (?, ?, ?, ?, ?)`,
 			cb.GatewayTxn, cb.PayNo, string(out), truncate(detail, 255), s.now())
 		return err
 	})
@@ -167,7 +168,7 @@ func (s *Service) HandleCallback(ctx context.Context, cb Callback) (Outcome, err
 // seen returns the recorded outcome of a callback already handled.
 func (s *Service) seen(ctx context.Context, q querier, sh shard.Shard, txn string) (Outcome, bool, error) {
 	var out string
-	err := q.GetContext(ctx, &out, `SELECT outcome FROM `+sibling(sh, "pay_callbacks")+` WHERE gateway_txn = ?`, txn)
+	err := q.GetContext(ctx, &out, `SELECT outcome FROM `+gene.Sibling(sh, "pay_callbacks")+` WHERE gateway_txn = ?`, txn)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
@@ -190,7 +191,7 @@ func (s *Service) apply(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, cb Cal
 		return OutcomeRejected, fmt.Sprintf("payment %d is %d %s, callback says %d %s", p.PayNo, p.Amount, p.Currency, cb.Amount, cb.Currency), Order{}, nil
 	}
 	if !cb.Success {
-		_, err := tx.ExecContext(ctx, `UPDATE `+sibling(sh, "payments")+` SET status = ? WHERE pay_no = ? AND status = ?`, PaymentFailed, p.PayNo, PaymentCreated)
+		_, err := tx.ExecContext(ctx, `UPDATE `+gene.Sibling(sh, "payments")+` SET status = ? WHERE pay_no = ? AND status = ?`, PaymentFailed, p.PayNo, PaymentCreated)
 		return OutcomeFailed, "gateway reports failure", Order{}, err
 	}
 	if p.Status == PaymentSucceeded { // the same attempt collected twice (two gateway txns)
@@ -201,7 +202,7 @@ func (s *Service) apply(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, cb Cal
 	if cb.PaidAt.IsZero() {
 		paidAt = s.now()
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE `+sibling(sh, "payments")+` SET status = ?, gateway_txn = ?, paid_at = ? WHERE pay_no = ?`,
+	if _, err := tx.ExecContext(ctx, `UPDATE `+gene.Sibling(sh, "payments")+` SET status = ?, gateway_txn = ?, paid_at = ? WHERE pay_no = ?`,
 		PaymentSucceeded, cb.GatewayTxn, paidAt, p.PayNo); err != nil {
 		return "", "", Order{}, err
 	}

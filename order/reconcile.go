@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
@@ -118,7 +119,7 @@ func (s *Service) Reconcile(ctx context.Context, lines []StatementLine, from, to
 	paid, err := shard.Gather(ctx, s.orders.All(), 16, func(ctx context.Context, sh shard.Shard) ([]Payment, error) {
 		var ps []Payment
 		err := sh.DB.SelectContext(ctx, &ps, `SELECT pay_no, order_id, channel, amount, currency, status, COALESCE(gateway_txn, '') AS gateway_txn, created_at, paid_at
-			FROM `+sibling(sh, "payments")+` WHERE status = ? AND paid_at >= ? AND paid_at < ?`, PaymentSucceeded, ms(from), ms(to))
+			FROM `+gene.Sibling(sh, "payments")+` WHERE status = ? AND paid_at >= ? AND paid_at < ?`, PaymentSucceeded, ms(from), ms(to))
 		return ps, err
 	}, func(a, b Payment) bool { return a.PayNo < b.PayNo }, 0)
 	if err != nil {

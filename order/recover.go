@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/shard"
 )
 
@@ -32,7 +33,7 @@ func (s *Service) RecoverPayments(ctx context.Context, ch Channel, within time.D
 	parts, err := shard.Gather(ctx, s.orders.All(), 16, func(ctx context.Context, sh shard.Shard) ([]Payment, error) {
 		var ps []Payment
 		err := sh.DB.SelectContext(ctx, &ps, `SELECT p.pay_no, p.order_id, p.channel, p.amount, p.currency, p.status, COALESCE(p.gateway_txn, '') AS gateway_txn, p.created_at, p.paid_at
-			FROM `+sibling(sh, "payments")+` p JOIN `+sh.Table+` o ON o.id = p.order_id
+			FROM `+gene.Sibling(sh, "payments")+` p JOIN `+sh.Table+` o ON o.id = p.order_id
 			WHERE p.status = ? AND o.status = ? AND o.pay_deadline <= ? LIMIT ?`, PaymentCreated, string(Pending), horizon, batch)
 		return ps, err
 	}, func(a, b Payment) bool { return a.PayNo < b.PayNo }, 0)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
@@ -41,7 +42,7 @@ func (s *Service) requestRefund(ctx context.Context, tx *sqlx.Tx, sh shard.Shard
 
 func (s *Service) insertRefund(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, r Refund, dedupe string) error {
 	now := s.now()
-	_, err := tx.ExecContext(ctx, `INSERT INTO `+sibling(sh, "refunds")+` (refund_no, order_id, pay_no, amount, reason, dedupe, status, created_at)
+	_, err := tx.ExecContext(ctx, `INSERT INTO `+gene.Sibling(sh, "refunds")+` (refund_no, order_id, pay_no, amount, reason, dedupe, status, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, r.RefundNo, r.OrderID, r.PayNo, r.Amount, r.Reason, dedupe, RefundRequested, now)
 	if err != nil {
 		return err
@@ -111,7 +112,7 @@ func (s *Service) RefundPaid(ctx context.Context, refundNo int64) (Refund, error
 		if err != nil || r.Status == RefundDone {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE `+sibling(sh, "refunds")+` SET status = ? WHERE refund_no = ? AND status = ?`, RefundDone, refundNo, RefundRequested); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE `+gene.Sibling(sh, "refunds")+` SET status = ? WHERE refund_no = ? AND status = ?`, RefundDone, refundNo, RefundRequested); err != nil {
 			return err
 		}
 		o, err := s.load(ctx, tx, sh, r.OrderID, true)
@@ -138,7 +139,7 @@ func (s *Service) RefundPaid(ctx context.Context, refundNo int64) (Refund, error
 func (s *Service) Refunds(ctx context.Context, orderID int64) ([]Refund, error) {
 	sh := s.shardOfID(orderID)
 	var rs []Refund
-	err := sh.DB.SelectContext(ctx, &rs, `SELECT refund_no, order_id, pay_no, amount, reason, status, created_at FROM `+sibling(sh, "refunds")+` WHERE order_id = ? ORDER BY refund_no`, orderID)
+	err := sh.DB.SelectContext(ctx, &rs, `SELECT refund_no, order_id, pay_no, amount, reason, status, created_at FROM `+gene.Sibling(sh, "refunds")+` WHERE order_id = ? ORDER BY refund_no`, orderID)
 	if err != nil {
 		return nil, fmt.Errorf("order: refunds of %d: %w", orderID, err)
 	}
@@ -147,7 +148,7 @@ func (s *Service) Refunds(ctx context.Context, orderID int64) ([]Refund, error) 
 
 func (s *Service) refundBy(ctx context.Context, q querier, sh shard.Shard, column string, v any) (Refund, error) {
 	var r Refund
-	err := q.GetContext(ctx, &r, `SELECT refund_no, order_id, pay_no, amount, reason, status, created_at FROM `+sibling(sh, "refunds")+` WHERE `+column+` = ?`, v)
+	err := q.GetContext(ctx, &r, `SELECT refund_no, order_id, pay_no, amount, reason, status, created_at FROM `+gene.Sibling(sh, "refunds")+` WHERE `+column+` = ?`, v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Refund{}, fmt.Errorf("%w: refund %s %v", ErrNotFound, column, v)
 	}

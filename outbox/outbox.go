@@ -184,3 +184,22 @@ func (r *Relay) Pending(ctx context.Context) (int64, error) {
 	}
 	return n, nil
 }
+
+// Direct is a Publisher that hands each message straight to h, in order,
+// with no broker between: for tests, examples and single-process
+// deployments. An error from h fails the batch, so the relay keeps the
+// entries and sends them again (h must be idempotent, as every casebook
+// handler is). A poison message fails the batch too: with no broker to
+// skip it past, it waits in the stream for a person.
+func Direct(h Handler) Publisher { return direct(h) }
+
+type direct Handler
+
+func (d direct) Publish(ctx context.Context, msgs []Message) error {
+	for _, m := range msgs {
+		if err := d(ctx, m.Key, m.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -3,7 +3,6 @@ package redpacket_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -13,40 +12,19 @@ import (
 	"github.com/casebook-dev/casebook/redpacket"
 )
 
-// handleNow hands each relayed message straight to a handler; a service
-// publishes to Kafka (casebook/kafka) and runs the handler in a consumer.
-type handleNow outbox.Handler
-
-func (h handleNow) Publish(ctx context.Context, msgs []outbox.Message) error {
-	for _, m := range msgs {
-		if err := h(ctx, m.Key, m.Value); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Send a packet of ¥9 for 3, let three friends open it (one twice), record
 // the claims in SQL, and refund what is left at expiry.
 func Example() {
 	ctx := context.Background()
-	r, err := devstack.OpenRedis(ctx, os.Getenv(devstack.EnvRedisAddr))
+	sc, err := devstack.OpenScratch(ctx, "example") // a service passes its own clients
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer r.Close()
-	db, err := devstack.OpenSQL(ctx, os.Getenv(devstack.EnvMySQLDSN), "example")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer db.Close()
-	ns := "example:" + devstack.RandomHex(4)
-	defer devstack.DeleteKeys(ctx, r.Client, ns+"*")
+	defer sc.Close()
 
 	now := time.Date(2026, 2, 17, 0, 0, 0, 0, time.UTC) // Spring Festival
-	svc, _ := redpacket.New(r.Client, []*sqlx.DB{db.DB}, redpacket.Config{Namespace: ns, Now: func() time.Time { return now }})
+	svc, _ := redpacket.New(sc.Redis, []*sqlx.DB{sc.SQL}, redpacket.Config{Namespace: sc.Namespace, Now: func() time.Time { return now }})
 	defer svc.Close()
 	svc.Migrate(ctx)
 	svc.Deposit(ctx, "grandma", 100_00)
@@ -56,7 +34,7 @@ func Example() {
 		fen, err := svc.Open(ctx, p.ID, who)
 		fmt.Println(who, fen, err)
 	}
-	relay := outbox.NewRelay(r.Client, svc.Outboxes(), "claims", handleNow(svc.Handle))
+	relay := outbox.NewRelay(sc.Redis, svc.Outboxes(), "claims", outbox.Direct(svc.Handle))
 	relay.DrainAll(ctx)
 
 	now = now.Add(25 * time.Hour)

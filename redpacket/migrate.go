@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
@@ -41,12 +42,12 @@ const (
 func tables(sh shard.Shard) []sqlutil.Table {
 	return []sqlutil.Table{
 		{Name: sh.Table, Columns: packetColumns, Indexes: []string{"UNIQUE uq_request (sender, request_id)", "ix_due (status, expires_at)", "ix_sender (sender, id)"}},
-		{Name: sibling(sh, "rp_claims"), Columns: claimColumns, Indexes: []string{"UNIQUE uq_share (packet_id, idx)"}},
-		{Name: sibling(sh, "rp_refunds"), Columns: `packet_id BIGINT NOT NULL PRIMARY KEY, amount BIGINT NOT NULL, refunded_at BIGINT NOT NULL`},
-		{Name: sibling(sh, "rp_received"), Columns: `user_id {{key}} NOT NULL, packet_id BIGINT NOT NULL, amount BIGINT NOT NULL, claimed_at BIGINT NOT NULL, PRIMARY KEY (user_id, packet_id)`},
-		{Name: sibling(sh, "rp_wallets"), Columns: `user_id {{key}} NOT NULL PRIMARY KEY, balance BIGINT NOT NULL`},
-		{Name: sibling(sh, "rp_packets_archive"), Columns: packetColumns, Indexes: []string{"ix_sender (sender, id)"}},
-		{Name: sibling(sh, "rp_claims_archive"), Columns: claimColumns},
+		{Name: gene.Sibling(sh, "rp_claims"), Columns: claimColumns, Indexes: []string{"UNIQUE uq_share (packet_id, idx)"}},
+		{Name: gene.Sibling(sh, "rp_refunds"), Columns: `packet_id BIGINT NOT NULL PRIMARY KEY, amount BIGINT NOT NULL, refunded_at BIGINT NOT NULL`},
+		{Name: gene.Sibling(sh, "rp_received"), Columns: `user_id {{key}} NOT NULL, packet_id BIGINT NOT NULL, amount BIGINT NOT NULL, claimed_at BIGINT NOT NULL, PRIMARY KEY (user_id, packet_id)`},
+		{Name: gene.Sibling(sh, "rp_wallets"), Columns: `user_id {{key}} NOT NULL PRIMARY KEY, balance BIGINT NOT NULL`},
+		{Name: gene.Sibling(sh, "rp_packets_archive"), Columns: packetColumns, Indexes: []string{"ix_sender (sender, id)"}},
+		{Name: gene.Sibling(sh, "rp_claims_archive"), Columns: claimColumns},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/outbox"
 )
@@ -63,11 +64,11 @@ func (s *Service) Handle(ctx context.Context, _, value []byte) error {
 func (s *Service) recordClaim(ctx context.Context, m ClaimMessage) error {
 	sh := s.shardOfPacket(m.Packet)
 	return inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO `+sibling(sh, "rp_claims")+` (packet_id, user_id, amount, idx, claimed_at) VALUES (?, ?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO `+gene.Sibling(sh, "rp_claims")+` (packet_id, user_id, amount, idx, claimed_at) VALUES (?, ?, ?, ?, ?)`,
 			m.Packet, m.User, m.Amount, m.Index, m.At)
 		if sqlutil.IsDuplicate(err) {
 			var mine int
-			if err := tx.GetContext(ctx, &mine, `SELECT COUNT(*) FROM `+sibling(sh, "rp_claims")+` WHERE packet_id = ? AND user_id = ?`, m.Packet, m.User); err != nil {
+			if err := tx.GetContext(ctx, &mine, `SELECT COUNT(*) FROM `+gene.Sibling(sh, "rp_claims")+` WHERE packet_id = ? AND user_id = ?`, m.Packet, m.User); err != nil {
 				return fmt.Errorf("redpacket: record claim: %w", err)
 			}
 			if mine == 1 {
@@ -104,7 +105,7 @@ func (s *Service) recordClaim(ctx context.Context, m ClaimMessage) error {
 func (s *Service) creditReceiver(ctx context.Context, m ClaimMessage) error {
 	sh := s.shardOfUser(m.User)
 	return inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO `+sibling(sh, "rp_received")+` (user_id, packet_id, amount, claimed_at) VALUES (?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, `INSERT INTO `+gene.Sibling(sh, "rp_received")+` (user_id, packet_id, amount, claimed_at) VALUES (?, ?, ?, ?)`,
 			m.User, m.Packet, m.Amount, m.At)
 		if sqlutil.IsDuplicate(err) {
 			return nil // credited before

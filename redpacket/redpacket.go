@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/keys"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
@@ -92,9 +92,7 @@ type Service struct {
 	genes  idgen.Genes
 	space  keys.Space
 	idSrc  *idgen.SQLSource
-
-	idMu sync.Mutex
-	ids  *idgen.Segment
+	ids    *gene.IDs
 }
 
 // New returns a Service over dbs (all "mysql" or all "sqlite") with rdb
@@ -117,10 +115,10 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
-	total := len(dbs) * cfg.TablesPerDB
+	if err := gene.CheckLayout(dbs, cfg.TablesPerDB); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	switch {
-	case cfg.TablesPerDB < 1 || total > 1<<16 || total&(total-1) != 0:
-		return nil, fmt.Errorf("%w: %d databases × %d tables: the total must be a power of two ≤ 65536", ErrConfig, len(dbs), cfg.TablesPerDB)
 	case cfg.Buckets < 1 || cfg.Buckets > 16384 || cfg.MaxCount < 1 || cfg.MaxTotal < 1:
 		return nil, fmt.Errorf("%w: buckets %d, max count %d, max total %d", ErrConfig, cfg.Buckets, cfg.MaxCount, cfg.MaxTotal)
 	case cfg.Expiry < time.Second || cfg.LostStateGrace < 0:
@@ -134,53 +132,28 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return &Service{rdb: rdb, dbs: dbs, cfg: cfg, router: router, genes: idgen.Genes{Bits: 16},
-		space: keys.NewSpace(keys.Join(cfg.Namespace, "rp")), idSrc: idSrc}, nil
+	return &Service{rdb: rdb, dbs: dbs, cfg: cfg, router: router, genes: gene.Genes, idSrc: idSrc,
+		ids: gene.NewIDs(idSrc, keys.Join(cfg.Namespace, "packet"), 1000), space: keys.NewSpace(keys.Join(cfg.Namespace, "rp"))}, nil
 }
 
 // Close stops the id segment's background lease; safe to call twice.
 func (s *Service) Close() error {
-	s.idMu.Lock()
-	defer s.idMu.Unlock()
-	if s.ids != nil {
-		s.ids.Close()
-	}
+	s.ids.Close()
 	return nil
 }
 
 // newID returns a packet number carrying user's gene (it lives in the
-// sender's shard), from an SQL-leased segment: it never repeats whatever
-// Redis forgets.
+// sender's shard).
 func (s *Service) newID(ctx context.Context, user string) (int64, error) {
-	s.idMu.Lock()
-	if s.ids == nil {
-		var err error
-		if s.ids, err = idgen.NewSegment(ctx, s.idSrc, idgen.SegmentConfig{Tag: keys.Join(s.cfg.Namespace, "packet"), Step: 1000}); err != nil {
-			s.idMu.Unlock()
-			return 0, fmt.Errorf("redpacket: id segment: %w", err)
-		}
-	}
-	ids := s.ids
-	s.idMu.Unlock()
-	base, err := ids.Next(ctx)
+	id, err := s.ids.Next(ctx, s.genes.Of(user))
 	if err != nil {
-		return 0, fmt.Errorf("redpacket: next id: %w", err)
+		return 0, fmt.Errorf("redpacket: %w", err)
 	}
-	return s.genes.Make(base, s.genes.Of(user))
+	return id, nil
 }
 
 func (s *Service) shardOfUser(user string) shard.Shard { return s.router.ByGene(s.genes.Of(user)) }
 func (s *Service) shardOfPacket(id int64) shard.Shard  { return s.router.ByGene(s.genes.Gene(id)) }
-
-// sibling is the table logical beside sh: sibling(rp_packets_007, "rp_claims").
-func sibling(sh shard.Shard, logical string) string {
-	for i := len(sh.Table) - 1; i >= 0; i-- {
-		if sh.Table[i] == '_' {
-			return logical + sh.Table[i:]
-		}
-	}
-	return logical
-}
 
 // bucketTag is the hash tag of a packet's keys and its bucket's outbox.
 func (s *Service) bucketTag(id int64) string {
@@ -207,13 +180,8 @@ func (s *Service) Outboxes() []string {
 }
 
 func validUser(user string) error {
-	if user == "" || len(user) > 64 {
-		return fmt.Errorf("%w: user id of %d bytes (1..64)", ErrInvalid, len(user))
-	}
-	for i := range len(user) {
-		if c := user[i]; c < 0x21 || c > 0x7e {
-			return fmt.Errorf("%w: user id byte %#x (printable ASCII only)", ErrInvalid, c)
-		}
+	if err := gene.ValidID(user); err != nil {
+		return fmt.Errorf("%w: user %w", ErrInvalid, err)
 	}
 	return nil
 }

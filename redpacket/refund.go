@@ -8,6 +8,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/casebook-dev/casebook/internal/gene"
 )
 
 // Refund returns what is left of an expired packet to its sender, once:
@@ -48,7 +50,7 @@ func (s *Service) Refund(ctx context.Context, packet int64) (int64, error) {
 	var refund int64
 	err = inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
 		var sum int64
-		if err := tx.GetContext(ctx, &sum, `SELECT COALESCE(SUM(amount), 0) FROM `+sibling(sh, "rp_claims")+` WHERE packet_id = ?`, packet); err != nil {
+		if err := tx.GetContext(ctx, &sum, `SELECT COALESCE(SUM(amount), 0) FROM `+gene.Sibling(sh, "rp_claims")+` WHERE packet_id = ?`, packet); err != nil {
 			return err
 		}
 		refund = p.Total - sum
@@ -59,7 +61,7 @@ func (s *Service) Refund(ctx context.Context, packet int64) (int64, error) {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return errRefundedMeanwhile
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO `+sibling(sh, "rp_refunds")+` (packet_id, amount, refunded_at) VALUES (?, ?, ?)`, packet, refund, s.now()); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO `+gene.Sibling(sh, "rp_refunds")+` (packet_id, amount, refunded_at) VALUES (?, ?, ?)`, packet, refund, s.now()); err != nil {
 			return err
 		}
 		if refund == 0 {

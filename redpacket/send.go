@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
@@ -78,9 +79,9 @@ func (s *Service) Deposit(ctx context.Context, user string, amount int64) error 
 
 // credit adds amount to user's wallet in sh, inside tx.
 func (s *Service) credit(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, user string, amount int64) error {
-	q := `INSERT INTO ` + sibling(sh, "rp_wallets") + ` (user_id, balance) VALUES (?, ?) ON CONFLICT (user_id) DO UPDATE SET balance = balance + excluded.balance`
+	q := `INSERT INTO ` + gene.Sibling(sh, "rp_wallets") + ` (user_id, balance) VALUES (?, ?) ON CONFLICT (user_id) DO UPDATE SET balance = balance + excluded.balance`
 	if sqlutil.IsMySQL(sh.DB) {
-		q = `INSERT INTO ` + sibling(sh, "rp_wallets") + ` (user_id, balance) VALUES (?, ?) ON DUPLICATE KEY UPDATE balance = balance + VALUES(balance)`
+		q = `INSERT INTO ` + gene.Sibling(sh, "rp_wallets") + ` (user_id, balance) VALUES (?, ?) ON DUPLICATE KEY UPDATE balance = balance + VALUES(balance)`
 	}
 	if _, err := tx.ExecContext(ctx, q, user, amount); err != nil {
 		return fmt.Errorf("redpacket: credit %s: %w", user, err)
@@ -92,7 +93,7 @@ func (s *Service) credit(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, user 
 func (s *Service) Balance(ctx context.Context, user string) (int64, error) {
 	sh := s.shardOfUser(user)
 	var n int64
-	err := sh.DB.GetContext(ctx, &n, `SELECT COALESCE(SUM(balance), 0) FROM `+sibling(sh, "rp_wallets")+` WHERE user_id = ?`, user)
+	err := sh.DB.GetContext(ctx, &n, `SELECT COALESCE(SUM(balance), 0) FROM `+gene.Sibling(sh, "rp_wallets")+` WHERE user_id = ?`, user)
 	if err != nil {
 		return 0, fmt.Errorf("redpacket: balance of %s: %w", user, err)
 	}
@@ -159,7 +160,7 @@ func (s *Service) insert(ctx context.Context, sh shard.Shard, r SendRequest) (Pa
 	p := Packet{ID: id, Sender: r.Sender, RequestID: r.RequestID, Kind: r.Kind, Total: r.Total, Count: r.Count, Recipient: r.Recipient,
 		Greeting: r.Greeting, Status: StatusOpen, CreatedAt: now.UnixMilli(), ExpiresAt: now.Add(s.cfg.Expiry).UnixMilli(), Shares: string(sharesJSON)}
 	err = inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE `+sibling(sh, "rp_wallets")+` SET balance = balance - ? WHERE user_id = ? AND balance >= ?`, r.Total, r.Sender, r.Total)
+		res, err := tx.ExecContext(ctx, `UPDATE `+gene.Sibling(sh, "rp_wallets")+` SET balance = balance - ? WHERE user_id = ? AND balance >= ?`, r.Total, r.Sender, r.Total)
 		if err != nil {
 			return fmt.Errorf("redpacket: debit %s: %w", r.Sender, err)
 		}
@@ -246,7 +247,7 @@ type querier interface {
 }
 
 func (s *Service) load(ctx context.Context, q querier, sh shard.Shard, id int64) (Packet, error) {
-	for _, table := range []string{sh.Table, sibling(sh, "rp_packets_archive")} {
+	for _, table := range []string{sh.Table, gene.Sibling(sh, "rp_packets_archive")} {
 		var p Packet
 		err := q.GetContext(ctx, &p, packetSelect+table+` WHERE id = ?`, id)
 		if err == nil {

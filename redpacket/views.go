@@ -8,6 +8,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/casebook-dev/casebook/internal/gene"
 )
 
 // Claim is one share a user took, as the SQL ledger holds it.
@@ -23,7 +25,7 @@ type Claim struct {
 func (s *Service) Claims(ctx context.Context, packet int64) ([]Claim, error) {
 	sh := s.shardOfPacket(packet)
 	var out []Claim
-	for _, table := range []string{sibling(sh, "rp_claims"), sibling(sh, "rp_claims_archive")} {
+	for _, table := range []string{gene.Sibling(sh, "rp_claims"), gene.Sibling(sh, "rp_claims_archive")} {
 		var cs []Claim
 		if err := sh.DB.SelectContext(ctx, &cs, `SELECT packet_id, user_id, amount, idx, claimed_at FROM `+table+` WHERE packet_id = ? ORDER BY idx`, packet); err != nil {
 			return nil, fmt.Errorf("redpacket: claims of %d: %w", packet, err)
@@ -99,7 +101,7 @@ func (s *Service) Received(ctx context.Context, user, cursor string, n int) ([]C
 	}
 	sh := s.shardOfUser(user)
 	var cs []Claim
-	if err := sh.DB.SelectContext(ctx, &cs, `SELECT packet_id, user_id, amount, 0 AS idx, claimed_at FROM `+sibling(sh, "rp_received")+`
+	if err := sh.DB.SelectContext(ctx, &cs, `SELECT packet_id, user_id, amount, 0 AS idx, claimed_at FROM `+gene.Sibling(sh, "rp_received")+`
 		WHERE user_id = ? AND packet_id < ? ORDER BY packet_id DESC LIMIT ?`, user, before, n); err != nil {
 		return nil, "", fmt.Errorf("redpacket: received by %s: %w", user, err)
 	}
@@ -128,9 +130,9 @@ func (s *Service) Archive(ctx context.Context, before time.Time, batch int) (int
 		}
 		err := inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
 			for _, step := range []string{
-				`INSERT INTO ` + sibling(sh, "rp_packets_archive") + ` SELECT * FROM ` + sh.Table + ` WHERE status = ? AND id IN (?)`,
-				`INSERT INTO ` + sibling(sh, "rp_claims_archive") + ` SELECT c.* FROM ` + sibling(sh, "rp_claims") + ` c JOIN ` + sh.Table + ` p ON p.id = c.packet_id WHERE p.status = ? AND c.packet_id IN (?)`,
-				`DELETE FROM ` + sibling(sh, "rp_claims") + ` WHERE packet_id IN (SELECT id FROM ` + sh.Table + ` WHERE status = ?) AND packet_id IN (?)`,
+				`INSERT INTO ` + gene.Sibling(sh, "rp_packets_archive") + ` SELECT * FROM ` + sh.Table + ` WHERE status = ? AND id IN (?)`,
+				`INSERT INTO ` + gene.Sibling(sh, "rp_claims_archive") + ` SELECT c.* FROM ` + gene.Sibling(sh, "rp_claims") + ` c JOIN ` + sh.Table + ` p ON p.id = c.packet_id WHERE p.status = ? AND c.packet_id IN (?)`,
+				`DELETE FROM ` + gene.Sibling(sh, "rp_claims") + ` WHERE packet_id IN (SELECT id FROM ` + sh.Table + ` WHERE status = ?) AND packet_id IN (?)`,
 				`DELETE FROM ` + sh.Table + ` WHERE status = ? AND id IN (?)`,
 			} {
 				q, args, err := sqlx.In(step, StatusRefunded, ids)
@@ -170,7 +172,7 @@ func (s *Service) Audit(ctx context.Context) (Books, error) {
 	for i, sh := range s.router.All() {
 		g.Go(func() error {
 			b := &parts[i]
-			for _, t := range []string{sh.Table, sibling(sh, "rp_packets_archive")} {
+			for _, t := range []string{sh.Table, gene.Sibling(sh, "rp_packets_archive")} {
 				var row struct {
 					Total, Claimed, Refunded, Open int64
 				}
@@ -184,7 +186,7 @@ func (s *Service) Audit(ctx context.Context) (Books, error) {
 				b.Refunded += row.Refunded
 				b.Open += row.Open
 			}
-			return sh.DB.GetContext(gctx, &b.Credited, `SELECT COALESCE(SUM(amount), 0) FROM `+sibling(sh, "rp_received"))
+			return sh.DB.GetContext(gctx, &b.Credited, `SELECT COALESCE(SUM(amount), 0) FROM `+gene.Sibling(sh, "rp_received"))
 		})
 	}
 	if err := g.Wait(); err != nil {

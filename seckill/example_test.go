@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/casebook-dev/casebook/devstack"
@@ -13,43 +12,22 @@ import (
 	"github.com/casebook-dev/casebook/seckill"
 )
 
-// handleNow hands each relayed message straight to a handler; a service
-// publishes to Kafka (casebook/kafka) and runs the handler in a consumer.
-type handleNow outbox.Handler
-
-func (h handleNow) Publish(ctx context.Context, msgs []outbox.Message) error {
-	for _, m := range msgs {
-		if err := h(ctx, m.Key, m.Value); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Two units, one per buyer, three buyers: the gate decides in Redis, the
 // orders reach SQL through the outbox, one buyer pays and the other's unit
 // comes back after the payment timeout.
 func Example() {
 	ctx := context.Background()
-	r, err := devstack.OpenRedis(ctx, os.Getenv(devstack.EnvRedisAddr))
+	sc, err := devstack.OpenScratch(ctx, "example") // a service passes its own clients
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer r.Close()
-	db, err := devstack.OpenSQL(ctx, os.Getenv(devstack.EnvMySQLDSN), "example")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer db.Close()
-	ns := "example:" + devstack.RandomHex(4)
-	defer devstack.DeleteKeys(ctx, r.Client, ns+"*")
+	defer sc.Close()
 
 	now := time.Now()
 	ids, _ := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 1})
 	defer ids.Close()
-	svc, _ := seckill.New(r.Client, db.DB, seckill.Config{Namespace: ns, IDs: ids, Now: func() time.Time { return now }})
+	svc, _ := seckill.New(sc.Redis, sc.SQL, seckill.Config{Namespace: sc.Namespace, IDs: ids, Now: func() time.Time { return now }})
 	svc.Migrate(ctx)
 	sale, _ := svc.Create(ctx, seckill.Campaign{ID: "phone-drop", SKU: "phone", Stock: 2, Limit: 1, Buckets: 1, Starts: now, Ends: now.Add(time.Hour)})
 
@@ -64,7 +42,7 @@ func Example() {
 			fmt.Println(buyer, errors.Is(err, seckill.ErrLimitReached), errors.Is(err, seckill.ErrSoldOut))
 		}
 	}
-	outbox.NewRelay(r.Client, sale.Outboxes(), "orders", handleNow(svc.HandleOrder)).DrainAll(ctx)
+	outbox.NewRelay(sc.Redis, sale.Outboxes(), "orders", outbox.Direct(svc.HandleOrder)).DrainAll(ctx)
 	fmt.Println("ann pays:", svc.Pay(ctx, won[0]))
 
 	now = now.Add(16 * time.Minute) // bo never pays

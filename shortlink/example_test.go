@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/jmoiron/sqlx"
 
@@ -15,22 +14,14 @@ import (
 // Shorten a URL under a custom alias with a visit limit, and resolve it.
 func Example() {
 	ctx := context.Background()
-	r, err := devstack.OpenRedis(ctx, os.Getenv(devstack.EnvRedisAddr)) // a service passes its own clients
+	sc, err := devstack.OpenScratch(ctx, "example") // a service passes its own clients
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer r.Close()
-	db, err := devstack.OpenSQL(ctx, os.Getenv(devstack.EnvMySQLDSN), "example")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer db.Close()
-	ns := "example:" + devstack.RandomHex(4)
-	defer devstack.DeleteKeys(ctx, r.Client, ns+"*")
+	defer sc.Close()
 
-	svc, err := shortlink.New([]*sqlx.DB{db.DB}, r.Client, shortlink.Config{BaseURL: "https://sho.rt", Namespace: ns})
+	svc, err := shortlink.New([]*sqlx.DB{sc.SQL}, sc.Redis, shortlink.Config{BaseURL: "https://sho.rt", Namespace: sc.Namespace})
 	if err != nil {
 		fmt.Println(err)
 		return
