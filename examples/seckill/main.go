@@ -138,7 +138,7 @@ func run(ctx context.Context) error {
 	fmt.Printf("orders: %d batches through Kafka (%s) into %s; %d paid, %d released after 15 min\n", entries, k.Kind, sqlb.Kind, paid, released)
 	fmt.Printf("stock left: Redis %d, SQL %d, drift %d\n", rep.RedisStock, rep.SQLStock, rep.Drift)
 	if !rep.OK() {
-		return fmt.Errorf("Redis and SQL disagree: %+v", rep)
+		return fmt.Errorf("seckill example: Redis and SQL disagree: %+v", rep)
 	}
 	return nil
 }
