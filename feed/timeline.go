@@ -81,7 +81,7 @@ func (s *Service) Timeline(ctx context.Context, reader, cursor string, limit int
 		return Page{}, err
 	}
 	var page Page
-	fetch := limit + limit/2 + 4
+	fetch := limit + limit/4 + 2
 	for round := 0; round < 8 && len(page.Posts) < limit; round++ {
 		cands, following, more, err := s.candidates(ctx, reader, pos, fetch, reg)
 		if err != nil {
