@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
@@ -307,4 +308,53 @@ func insertIgnore(db *sqlx.DB) string {
 		return "INSERT IGNORE"
 	}
 	return "INSERT OR IGNORE"
+}
+
+// SeedFollows bulk-loads follows (follower, followee) for an import or a
+// fixture: both sides, already mirrored, in multi-row inserts per shard,
+// duplicates skipped. It bypasses block checks and Redis (whose caches
+// load on demand), so run it before the users are live.
+func (s *Service) SeedFollows(ctx context.Context, pairs [][2]string) error {
+	type rows struct {
+		db    *sqlx.DB
+		table string
+		cols  string
+		vals  [][]any
+	}
+	groups := map[string]*rows{}
+	add := func(db *sqlx.DB, table, cols string, v ...any) {
+		g := groups[table]
+		if g == nil {
+			g = &rows{db: db, table: table, cols: cols}
+			groups[table] = g
+		}
+		g.vals = append(g.vals, v)
+	}
+	now := s.nowMs()
+	for _, p := range pairs {
+		if err := validPair(p[0], p[1]); err != nil {
+			return err
+		}
+		fs, es := s.shardOfUser(p[0]), s.shardOfUser(p[1])
+		add(fs.DB, fs.Table, "(follower, followee, state, mirrored, updated_at)", p[0], p[1], stateFollowing, 1, now)
+		add(es.DB, sibling(es, "feed_followers"), "(followee, follower)", p[1], p[0])
+	}
+	for _, g := range groups {
+		for start := 0; start < len(g.vals); start += 500 {
+			var q strings.Builder
+			q.WriteString(insertIgnore(g.db) + " INTO " + g.table + " " + g.cols + " VALUES ")
+			var args []any
+			for i, v := range g.vals[start:min(start+500, len(g.vals))] {
+				if i > 0 {
+					q.WriteByte(',')
+				}
+				q.WriteString("(?" + strings.Repeat(", ?", len(v)-1) + ")")
+				args = append(args, v...)
+			}
+			if _, err := g.db.ExecContext(ctx, q.String(), args...); err != nil {
+				return fmt.Errorf("feed: seed follows: %w", err)
+			}
+		}
+	}
+	return nil
 }
