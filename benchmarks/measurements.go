@@ -36,6 +36,7 @@ func measurements() []Measurement {
 		withBaseline(shortlinkResolve("shortlink.resolve.redis", "resolves (Redis hit)", "redis"), "redis.set"),
 		orderCreate(),
 		withBaseline(redpacketOpen(), "redis.set"),
+		withBaseline(feedRead(), "redis.set"),
 	}
 }
 

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/casebook-dev/casebook/devstack"
+	newsfeed "github.com/casebook-dev/casebook/feed"
+)
+
+// feedRead measures 20-post timeline pages (four callers) of 100 readers
+// who each follow 20 ordinary authors (pushed, inboxes built) and 5
+// celebrities (pulled and merged at read).
+func feedRead() Measurement {
+	return onRedis("feed.read", "timeline pages (20 posts, hybrid)", 4, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+		sqlb, err := env.SQL(ctx)
+		if err != nil {
+			return nil, err
+		}
+		svc, err := newsfeed.New(r.Client, []*sqlx.DB{sqlb.DB}, newsfeed.Config{Namespace: ns, TablesPerDB: 4, CelebrityThreshold: 50})
+		if err != nil {
+			return nil, err
+		}
+		if err := svc.Migrate(ctx); err != nil {
+			return nil, err
+		}
+		var follows [][2]string
+		for i := range 100 {
+			for a := range 20 {
+				follows = append(follows, [2]string{"r" + strconv.Itoa(i), "a" + strconv.Itoa((i+a)%40)})
+			}
+			for c := range 5 {
+				follows = append(follows, [2]string{"r" + strconv.Itoa(i), "c" + strconv.Itoa(c)})
+			}
+		}
+		if err := svc.SeedFollows(ctx, follows); err != nil {
+			return nil, err
+		}
+		for i := range 45 * 20 {
+			author := "a" + strconv.Itoa(i%40)
+			if i >= 40*20 {
+				author = "c" + strconv.Itoa(i%5)
+			}
+			if _, err := svc.Publish(ctx, newsfeed.PublishRequest{Author: author, RequestID: strconv.Itoa(i), Body: "a post of about a tweet's length, give or take a few words"}); err != nil {
+				return nil, err
+			}
+		}
+		var n atomic.Int64
+		return func() error {
+			_, err := svc.Timeline(ctx, "r"+strconv.FormatInt(n.Add(1)%100, 10), "", 20)
+			return err
+		}, nil
+	})
+}

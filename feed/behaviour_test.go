@@ -1,0 +1,271 @@
+package feed_test
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/casebook-dev/casebook/feed"
+	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/testenv"
+)
+
+// TestUnfollowBlockDeleteAtOnce: each takes effect on the very next read,
+// before any cleanup or fan-out runs.
+func TestUnfollowBlockDeleteAtOnce(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		f := newFixture(t, r, feed.Config{CelebrityThreshold: 3})
+		for _, u := range []string{"reader", "x", "y"} {
+			f.follow(u, "celeb") // celeb has 3 followers: pulled
+		}
+		f.follow("reader", "alice")
+		f.follow("reader", "bob")
+		f.timeline("reader", 10)
+		a1, b1 := f.post("alice", "a1"), f.post("bob", "b1")
+		f.post("celeb", "c0") // promotes celeb
+		f.clk.Add(time.Second)
+		c1 := f.post("celeb", "c1")
+		f.fanout()
+		if got := f.timeline("reader", 10); !slices.Contains(got, a1.ID) || !slices.Contains(got, b1.ID) || !slices.Contains(got, c1.ID) {
+			t.Fatalf("timeline %v lacks %d, %d or %d", got, a1.ID, b1.ID, c1.ID)
+		}
+		// A chunk built before the unfollow and applied after it must stay hidden.
+		a2 := f.post("alice", "a2")
+		if err := f.s.Unfollow(f.ctx, "reader", "alice"); err != nil {
+			t.Fatal(err)
+		}
+		f.fanout()
+		if err := f.s.Unfollow(f.ctx, "reader", "celeb"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.s.Delete(f.ctx, "bob", b1.ID); err != nil {
+			t.Fatal(err)
+		}
+		got := f.timeline("reader", 10)
+		for _, id := range []int64{a1.ID, a2.ID, b1.ID, c1.ID} {
+			if slices.Contains(got, id) {
+				t.Fatalf("timeline %v shows %d after unfollow/delete", got, id)
+			}
+		}
+		if _, err := f.s.Post(f.ctx, b1.ID); !errors.Is(err, feed.ErrNotFound) {
+			t.Fatalf("deleted post read: %v", err)
+		}
+		if err := f.s.Delete(f.ctx, "alice", b1.ID); !errors.Is(err, feed.ErrNotFound) {
+			t.Fatalf("deleting another's post: %v", err)
+		}
+		// Block: both follows go, and neither can follow again.
+		f.follow("bob", "reader")
+		if err := f.s.Block(f.ctx, "reader", "bob"); err != nil {
+			t.Fatal(err)
+		}
+		if fs, _ := f.s.Followees(f.ctx, "reader", "", 10); slices.Contains(fs, "bob") {
+			t.Fatalf("reader still follows bob: %v", fs)
+		}
+		if fs, _ := f.s.Followers(f.ctx, "reader", "", 10); slices.Contains(fs, "bob") {
+			t.Fatalf("bob still follows reader: %v", fs)
+		}
+		for _, p := range [][2]string{{"reader", "bob"}, {"bob", "reader"}} {
+			if err := f.s.Follow(f.ctx, p[0], p[1]); !errors.Is(err, feed.ErrBlocked) {
+				t.Fatalf("%s follows %s after a block: %v", p[0], p[1], err)
+			}
+		}
+		b2 := f.post("bob", "b2")
+		f.fanout()
+		if got := f.timeline("reader", 10); slices.Contains(got, b2.ID) {
+			t.Fatalf("blocked author's post shown: %v", got)
+		}
+		// Follow merges the followee's recent posts at once.
+		f.follow("reader", "alice")
+		if got := f.timeline("reader", 10); !slices.Contains(got, a2.ID) {
+			t.Fatalf("refollow: %v lacks %d", got, a2.ID)
+		}
+	})
+}
+
+// TestCursorStable: pages read with a cursor are unchanged by posts
+// published between the reads.
+func TestCursorStable(t *testing.T) {
+	f := newFixture(t, testenv.NewRedis(t), feed.Config{})
+	f.follow("reader", "alice")
+	f.timeline("reader", 10)
+	for i := range 12 {
+		f.post("alice", "old"+strconv.Itoa(i))
+	}
+	f.fanout()
+	want := f.timeline("reader", 100)
+	var got []int64
+	cursor := ""
+	for i := 0; ; i++ {
+		p, err := f.s.Timeline(f.ctx, "reader", cursor, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, post := range p.Posts {
+			got = append(got, post.ID)
+		}
+		f.post("alice", "new"+strconv.Itoa(i)) // newer than every page
+		f.fanout()
+		if p.Next == "" {
+			break
+		}
+		cursor = p.Next
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("paged %v, want %v", got, want)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	f := newFixture(t, testenv.NewRedis(t), feed.Config{})
+	for _, c := range []string{"x", "AAAA", "AQAAAAAAAAAAAAAAAAAAAAA", "!!!!", string(make([]byte, 23))} {
+		if _, err := f.s.Timeline(f.ctx, "reader", c, 10); !errors.Is(err, feed.ErrCursor) {
+			t.Errorf("cursor %q: %v", c, err)
+		}
+	}
+	checks := map[string]error{}
+	_, checks["limit 0"] = f.s.Timeline(f.ctx, "reader", "", 0)
+	_, checks["limit 101"] = f.s.Timeline(f.ctx, "reader", "", feed.MaxPage+1)
+	_, checks["empty reader"] = f.s.Timeline(f.ctx, "", "", 10)
+	checks["self follow"] = f.s.Follow(f.ctx, "a", "a")
+	checks["space in id"] = f.s.Follow(f.ctx, "a b", "c")
+	checks["marker id"] = f.s.Follow(f.ctx, "a", "~")
+	_, checks["empty body"] = f.s.Publish(f.ctx, feed.PublishRequest{Author: "a", RequestID: "r", Body: ""})
+	_, checks["huge body"] = f.s.Publish(f.ctx, feed.PublishRequest{Author: "a", RequestID: "r", Body: string(make([]byte, 5000))})
+	_, checks["bad utf8"] = f.s.Publish(f.ctx, feed.PublishRequest{Author: "a", RequestID: "r", Body: "\xff"})
+	_, checks["no request id"] = f.s.Publish(f.ctx, feed.PublishRequest{Author: "a", Body: "hi"})
+	checks["delete id 0"] = f.s.Delete(f.ctx, "a", 0)
+	for name, err := range checks {
+		if !errors.Is(err, feed.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if fs, _ := f.s.Followees(f.ctx, "a", "", 10); len(fs) != 0 {
+		t.Fatalf("bad input wrote follows: %v", fs)
+	}
+	// A retried publish returns the first post.
+	p1, _ := f.s.Publish(f.ctx, feed.PublishRequest{Author: "a", RequestID: "r", Body: "hi"})
+	p2, err := f.s.Publish(f.ctx, feed.PublishRequest{Author: "a", RequestID: "r", Body: "hi"})
+	if err != nil || p1.ID != p2.ID {
+		t.Fatalf("retried publish: %d then %d (%v)", p1.ID, p2.ID, err)
+	}
+	if _, err := feed.New(f.r.Client, nil, feed.Config{}); !errors.Is(err, feed.ErrConfig) {
+		t.Fatalf("no databases: %v", err)
+	}
+}
+
+// TestGraphRepair: a follow and an unfollow that stopped between the two
+// shard writes are finished by Repair.
+func TestGraphRepair(t *testing.T) {
+	f := newFixture(t, testenv.NewRedis(t), feed.Config{})
+	f.follow("carol", "dave")
+	// Crash after the follower-side write of a follow: the row exists
+	// unmirrored, the followee side does not.
+	crashFollow(t, f, "erin", "dave")
+	// Crash after the first step of an unfollow.
+	crashUnfollow(t, f, "carol", "dave")
+	if fs, _ := f.s.Followers(f.ctx, "dave", "", 10); !slices.Equal(fs, []string{"carol"}) {
+		t.Fatalf("before repair dave's followers are %v", fs)
+	}
+	if n, err := f.s.Repair(f.ctx); err != nil || n != 0 {
+		t.Fatalf("repair inside the grace period finished %d: %v", n, err)
+	}
+	f.clk.Add(2 * time.Minute)
+	if n, err := f.s.Repair(f.ctx); err != nil || n != 2 {
+		t.Fatalf("repair finished %d, want 2: %v", n, err)
+	}
+	if fs, _ := f.s.Followers(f.ctx, "dave", "", 10); !slices.Equal(fs, []string{"erin"}) {
+		t.Fatalf("after repair dave's followers are %v, want [erin]", fs)
+	}
+	if n, _ := f.s.FollowerCount(f.ctx, "dave"); n != 1 {
+		t.Fatalf("dave has %d followers, want 1", n)
+	}
+	if fs, _ := f.s.Followees(f.ctx, "carol", "", 10); len(fs) != 0 {
+		t.Fatalf("carol still follows %v", fs)
+	}
+	if n, _ := f.s.Repair(f.ctx); n != 0 {
+		t.Fatalf("second repair finished %d", n)
+	}
+}
+
+// TestInactiveReadersNotPushed: fan-out skips readers without an inbox; a
+// reader who comes back gets one rebuilt from the outboxes.
+func TestInactiveReadersNotPushed(t *testing.T) {
+	f := newFixture(t, testenv.NewRedis(t), feed.Config{ActivePeriod: time.Hour})
+	f.follow("active", "alice")
+	f.follow("sleeper", "alice")
+	f.timeline("active", 10)
+	p := f.post("alice", "hello")
+	f.fanout()
+	if n, _ := f.r.Client.Exists(f.ctx, f.inbox("sleeper")).Result(); n != 0 {
+		t.Fatal("an inactive reader was pushed to")
+	}
+	if got := f.timeline("sleeper", 10); !slices.Equal(got, []int64{p.ID}) {
+		t.Fatalf("returning reader sees %v, want [%d]", got, p.ID)
+	}
+	if ttl, _ := f.r.Client.PTTL(f.ctx, f.inbox("active")).Result(); ttl <= 0 || ttl > time.Hour {
+		t.Fatalf("inbox TTL %v, want the active period", ttl)
+	}
+}
+
+// TestInboxTrim: an inbox stays within cap+slack and keeps the newest.
+func TestInboxTrim(t *testing.T) {
+	f := newFixture(t, testenv.NewRedis(t), feed.Config{InboxCap: 10, InboxSlack: 3})
+	f.follow("reader", "alice")
+	f.timeline("reader", 10)
+	var ids []int64
+	for i := range 30 {
+		ids = append(ids, f.post("alice", "p"+strconv.Itoa(i)).ID)
+		f.fanout()
+		if n, _ := f.r.Client.ZCard(f.ctx, f.inbox("reader")).Result(); n-1 > 13 {
+			t.Fatalf("inbox holds %d entries, cap 10 + slack 3", n-1)
+		}
+	}
+	got := f.timeline("reader", 100)
+	slices.Reverse(ids)
+	if len(got) < 10 || !slices.Equal(got[:10], ids[:10]) {
+		t.Fatalf("inbox kept %v, want the newest 10 first %v", got, ids[:10])
+	}
+}
+
+// TestUserKeysShareSlot: the keys a script takes for one user share a slot.
+func TestUserKeysShareSlot(t *testing.T) {
+	s := keys.NewSpace("ns:feed")
+	for _, u := range []string{"alice", "a{b}", "%7B", "u:1"} {
+		want := keys.Slot(s.Key("u:"+u, "inbox"))
+		for _, part := range []string{"following", "gen", "outbox", "followers"} {
+			if keys.Slot(s.Key("u:"+u, part)) != want {
+				t.Fatalf("%s's %s is on another slot", u, part)
+			}
+		}
+	}
+}
+
+func crashFollow(t *testing.T, f *fixture, a, b string) {
+	t.Helper()
+	sh := followsTable(f, a)
+	if _, err := sh.db.ExecContext(f.ctx, `INSERT INTO `+sh.table+` (follower, followee, state, mirrored, updated_at) VALUES (?, ?, 'following', 0, ?)`, a, b, f.clk.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func crashUnfollow(t *testing.T, f *fixture, a, b string) {
+	t.Helper()
+	sh := followsTable(f, a)
+	if _, err := sh.db.ExecContext(f.ctx, `UPDATE `+sh.table+` SET state = 'unfollowing', mirrored = 0, updated_at = ? WHERE follower = ? AND followee = ?`, f.clk.Now().UnixMilli(), a, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type table struct {
+	db    *sqlx.DB
+	table string
+}
+
+func followsTable(f *fixture, user string) table {
+	db, name := f.s.FollowsTable(user)
+	return table{db, name}
+}

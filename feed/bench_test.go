@@ -1,0 +1,221 @@
+package feed_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/casebook-dev/casebook/feed"
+	"github.com/casebook-dev/casebook/internal/testenv"
+	"github.com/casebook-dev/casebook/kafka"
+)
+
+func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }
+
+func benchService(b *testing.B, r *testenv.Redis, cfg feed.Config) *feed.Service {
+	b.Helper()
+	cfg.Namespace = r.Namespace
+	cfg.TablesPerDB = cmpOr(cfg.TablesPerDB, 4)
+	s, err := feed.New(r.Client, testenv.NewSQLs(b, 1), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+func cmpOr(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+// openInboxes makes n readers active (an inbox holding only its marker).
+func openInboxes(b *testing.B, r *testenv.Redis, s *feed.Service, n int) []string {
+	b.Helper()
+	ctx := context.Background()
+	users := make([]string, n)
+	for start := 0; start < n; start += 5000 {
+		pipe := r.Client.Pipeline()
+		for i := start; i < min(n, start+5000); i++ {
+			users[i] = "f" + strconv.Itoa(i)
+			pipe.ZAdd(ctx, s.InboxKey(users[i]), redisZ(0, "~"))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return users
+}
+
+// BenchmarkFanout applies chunks of 500 followers (HandleChunk's path: one
+// pipeline of push scripts) and, interleaved in the same run, a raw
+// pipelined ZADD of the same ids into as many keys; it reports both rates
+// and their ratio.
+func BenchmarkFanout(b *testing.B) {
+	r := testenv.NewRedis(b)
+	s := benchService(b, r, feed.Config{})
+	ctx := context.Background()
+	users := openInboxes(b, r, s, 5000)
+	raw := make([]string, len(users))
+	for i, u := range users {
+		raw[i] = r.Namespace + ":raw:" + u
+	}
+	var pushT, rawT time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		lo := (i * 500) % len(users)
+		score := int64(1764480000000000 + i)
+		start := time.Now()
+		pipe := r.Client.Pipeline()
+		for _, k := range raw[lo : lo+500] {
+			pipe.ZAdd(ctx, k, redisZ(float64(score), strconv.Itoa(i+1)))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+		mid := time.Now()
+		if n, err := s.Push(ctx, feed.Chunk{V: 1, Post: int64(i + 1), Author: "a", Score: score, Followers: users[lo : lo+500]}); err != nil || n != 500 {
+			b.Fatalf("pushed %d: %v", n, err)
+		}
+		pushT += time.Since(mid)
+		rawT += mid.Sub(start)
+	}
+	writes := float64(b.N * 500)
+	b.ReportMetric(writes/pushT.Seconds(), "inbox-writes/s")
+	b.ReportMetric(writes/rawT.Seconds(), "raw-zadd/s")
+	b.ReportMetric(100*rawT.Seconds()/pushT.Seconds(), "%-of-raw")
+}
+
+// BenchmarkTimeline reads the first 20-post page of a reader whose inbox
+// holds 2,000 posts and who follows 20 celebrities with 100 posts each
+// (pulled and merged), and reports p50 and p99 latency.
+func BenchmarkTimeline(b *testing.B) {
+	r := testenv.NewRedis(b)
+	s := benchService(b, r, feed.Config{CelebrityThreshold: 1 << 40})
+	ctx := context.Background()
+	reader := "reader"
+	var authors []string
+	for i := range 50 {
+		authors = append(authors, "a"+strconv.Itoa(i))
+	}
+	for i := range 20 {
+		c := "celeb" + strconv.Itoa(i)
+		if err := s.Promote(ctx, c); err != nil {
+			b.Fatal(err)
+		}
+		authors = append(authors, c)
+	}
+	for _, a := range authors {
+		if err := s.Follow(ctx, reader, a); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range 2000 + 20*100 {
+		a := authors[i%50]
+		if i >= 2000 {
+			a = authors[50+i%20]
+		}
+		if _, err := s.Publish(ctx, feed.PublishRequest{Author: a, RequestID: "r" + strconv.Itoa(i), Body: strings.Repeat("x", 140)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := s.Timeline(ctx, reader, "", 20); err != nil { // builds the inbox
+		b.Fatal(err)
+	}
+	if n, _ := r.Client.ZCard(ctx, s.InboxKey(reader)).Result(); n < 2000 {
+		b.Fatalf("inbox holds %d", n)
+	}
+	mem, _ := r.Client.MemoryUsage(ctx, s.InboxKey(reader)).Result()
+	n, _ := r.Client.ZCard(ctx, s.InboxKey(reader)).Result()
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		p, err := s.Timeline(ctx, reader, "", 20)
+		if err != nil || len(p.Posts) != 20 {
+			b.Fatalf("%d posts: %v", len(p.Posts), err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(mem)/float64(n), "inbox-B/entry")
+}
+
+// BenchmarkMillionFollowers publishes one post by an author with 1,000,000
+// followers, all active, and reports the seconds until every inbox holds
+// it: RelayFanout → Kafka (kfake or CASEBOOK_KAFKA_BROKERS, 8 partitions)
+// → one consumer group member running HandleChunk per partition. Run it alone: go test -run X -bench MillionFollowers
+// -benchtime 1x ./feed (it seeds 1M SQL rows and 1M inboxes).
+func BenchmarkMillionFollowers(b *testing.B) {
+	const followers = 1_000_000
+	r := testenv.NewRedis(b)
+	s := benchService(b, r, feed.Config{CelebrityThreshold: 2 * followers, TablesPerDB: 1})
+	ctx := context.Background()
+	users := openInboxes(b, r, s, followers)
+	db, table := s.FollowersTable("star")
+	for start := 0; start < followers; start += 5000 {
+		q := strings.Builder{}
+		q.WriteString("INSERT INTO " + table + " (followee, follower) VALUES ")
+		args := make([]any, 0, 10000)
+		for i := start; i < start+5000; i++ {
+			if i > start {
+				q.WriteByte(',')
+			}
+			q.WriteString("(?, ?)")
+			args = append(args, "star", users[i])
+		}
+		if _, err := db.ExecContext(ctx, q.String(), args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	brokers := testenv.Kafka(b)
+	topic := testenv.Topic(b, 8)
+	pub, err := kafka.Dial(brokers, "feed-bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pub.Close()
+	b.ResetTimer()
+	for i := range b.N {
+		start := time.Now()
+		p, err := s.Publish(ctx, feed.PublishRequest{Author: "star", RequestID: "big" + strconv.Itoa(i), Body: "hello, world"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, err := s.RelayFanout(ctx, pub, topic, 10); err != nil || n != 1 {
+			b.Fatalf("relayed %d: %v", n, err)
+		}
+		relayed := time.Since(start)
+		c, err := kafka.ConsumeN(ctx, brokers, "g"+strconv.Itoa(i)+topic, []string{topic}, followers/500, s.HandleChunk, kafka.ConsumerConfig{})
+		if err != nil || c.Handled() != followers/500 {
+			b.Fatalf("handled %d chunks: %v", c.Handled(), err)
+		}
+		// every inbox holds the post
+		for lo := 0; lo < followers; lo += 10000 {
+			pipe := r.Client.Pipeline()
+			for _, u := range users[lo : lo+10000] {
+				pipe.ZScore(ctx, s.InboxKey(u), strconv.FormatInt(p.ID, 10))
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatalf("an inbox lacks the post: %v", err)
+			}
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "s-to-all-inboxes")
+		b.ReportMetric(relayed.Seconds(), "s-relay")
+	}
+}

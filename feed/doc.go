@@ -1,0 +1,101 @@
+// Package feed is a news feed: a social graph, posts, and timelines built by
+// push (fan-out on write, in chunks through Kafka), pull (celebrities,
+// merged at read time) and both at once, with cursor paging and deletes.
+//
+// # Data
+//
+// SQL is the record. Posts live in the author's shard (the post id is an
+// idgen gene id carrying the author's gene, from a segment leased from SQL,
+// so it never repeats whatever Redis forgets). A follow is written twice:
+// feed_follows in the follower's shard is the truth and carries a
+// "mirrored" mark; feed_followers in the followee's shard (read by fan-out)
+// is written after, then the mark is set. An unfollow marks the truth
+// "unfollowing" first, then deletes the followee side, then the truth.
+// Repair finishes every unmirrored row older than RepairGrace, so the two
+// sides cannot diverge for longer than one Repair period. Blocks live in
+// the blocker's shard; Follow checks both directions before and after its
+// write, and Block writes the block before removing both follows, so one of
+// two racing calls always sees the other.
+//
+// Redis holds, per user (one hash tag "u:<user>", so every script's keys
+// share a slot): the inbox (sorted set of post ids scored by time, capped at
+// InboxCap, trimmed only past InboxCap+InboxSlack), the outbox (the user's
+// own recent post ids, capped at OutboxCap), the cached followees set, a
+// generation counter and the cached follower count; and per post its cached
+// detail. Posts are read through ristretto (LocalTTL) → Redis (CacheTTL)
+// → SQL (one query per shard for a whole page), misses remembered at both
+// levels for NegativeTTL, concurrent SQL reads of the same ids shared by
+// singleflight.
+//
+// # Fan-out
+//
+// The posts table is the fan-out's outbox: a pushed post is written with
+// fanout = 0, and RelayFanout (run it in a loop) reads its author's
+// followers from SQL and publishes Chunk messages of ChunkSize followers
+// (format documented on Chunk, version ChunkVersion), then marks the post.
+// HandleChunk, an outbox.Handler for kafka.Consumer, pushes the post into
+// every follower's inbox in one pipeline of push scripts. Only active
+// readers are pushed to: an inbox exists only for a reader who read within
+// ActivePeriod (its TTL, refreshed by every read), and the push script adds
+// only to an existing inbox. A returning reader's inbox is opened first
+// (fan-out pushes to it from then on) and then filled from the outboxes of
+// the accounts followed, so no post is missed in between.
+//
+// Delivery is at-least-once end to end, and that is enough: a chunk
+// applied twice changes nothing (an inbox is a set, scores come from the
+// post), so a consumer killed before its offset commit, a redelivered
+// message or a relay that publishes a post's chunks again duplicate nothing.
+// Malformed chunks are poison (ErrBadMessage, outbox.ErrPoison).
+//
+// # Pull and hybrid
+//
+// Authors with at least Threshold followers are celebrities (a registry
+// table, loaded by every process every RegistryRefresh); their posts are not
+// fanned out but pulled from their outboxes at read time and merged with
+// the inbox (duplicates removed, so an author's posts pushed before the
+// promotion are shown once). The threshold formula is on Threshold. A new
+// celebrity's posts stay pushed for 2×RegistryRefresh, until every process
+// pulls them; authors are never demoted.
+//
+// # Reading
+//
+// Timeline merges the inbox page with the followed celebrities' outboxes,
+// cuts the merge where a truncated source stops, hydrates the page in one
+// batched read, and drops deleted posts (their inbox entries are removed
+// then, lazily) and posts by accounts the reader no longer follows (so
+// unfollow and block take effect at once, even for a chunk applied late).
+// Cursors are an opaque (score, id) position: posts published later sort
+// before it and never shift a page; a cursor Timeline did not make is
+// ErrCursor. Scores are CreatedAt in ms × 1000 + the id's base mod 1000, so
+// ties are rare; equal scores are ordered by id text, as Redis orders them.
+//
+// # Failures
+//
+// Inboxes, outboxes, followee sets and counts are caches: a Redis failover
+// that loses writes loses pushes (a reader's inbox misses a post until it
+// is rebuilt: delete the inbox, or it expires) and outbox entries (a
+// celebrity's post is not pulled; publishing again with the same request id
+// restores it). The generation counter makes a followee set read from SQL
+// before a follow or unfollow and written after it fail instead of caching
+// stale data. A delete writes a tombstone over the cached post; a reader's
+// cache fill never overwrites one (SET NX). A failover that loses the
+// tombstone but keeps the live entry shows the deleted post until CacheTTL;
+// a delete in another process shows in this one for at most LocalTTL.
+//
+// # Concurrency
+//
+// A Service is safe for concurrent use; Close stops the id lease and the
+// registry refresh and is safe to call twice.
+//
+// # Seed and departures
+//
+// This implements the seed's feed design (publish to SQL sharded by gene
+// id, push to capped inboxes, pull for celebrities, hybrid merge, chunked
+// async fan-out, cursors, delete). Departures: inactive readers are not
+// pushed to at all (Mastodon-style) instead of a low-priority queue, and are
+// served by a rebuild on return; the celebrity threshold is derived from
+// rates and a delay bound instead of a fixed number; the fan-out outbox is
+// the posts table rather than a Redis stream, because a celebrity-scale
+// fan-out reads followers from SQL anyway; follower counts are invalidated
+// rather than incremented, so a retried command can never count twice.
+package feed

@@ -1,0 +1,36 @@
+package feed
+
+import (
+	"context"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// FollowsTable exposes the follower-side table of user, for tests that
+// simulate a crash between the two shard writes.
+func (s *Service) FollowsTable(user string) (*sqlx.DB, string) {
+	sh := s.shardOfUser(user)
+	return sh.DB, sh.Table
+}
+
+// EncodeCursor exposes the cursor encoder to the fuzz test.
+func EncodeCursor(score, id int64) string { return encodeCursor(position{score, id}) }
+
+// DecodeCursor exposes the cursor decoder to the fuzz test.
+func DecodeCursor(c string) (int64, int64, error) {
+	p, err := decodeCursor(c)
+	return p.score, p.id, err
+}
+
+// Promote registers user as a celebrity, for benchmarks that need many.
+func (s *Service) Promote(ctx context.Context, user string) error { return s.promote(ctx, user) }
+
+// InboxKey and OutboxKey name a user's keys, for benchmarks.
+func (s *Service) InboxKey(user string) string  { return s.userKey(user, "inbox") }
+func (s *Service) OutboxKey(user string) string { return s.userKey(user, "outbox") }
+
+// FollowersTable names the followee-side table of user, for bulk seeding.
+func (s *Service) FollowersTable(user string) (*sqlx.DB, string) {
+	sh := s.shardOfUser(user)
+	return sh.DB, sibling(sh, "feed_followers")
+}

@@ -1,0 +1,11 @@
+-- outbox: record a post in its author's outbox and trim it.
+-- KEYS[1] the author's outbox (sorted set of post ids by score)
+-- ARGV[1] post id, ARGV[2] score, ARGV[3] outbox cap, ARGV[4] slack
+-- Returns the outbox size. Idempotent.
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+local n = redis.call('ZCARD', KEYS[1])
+local cap = tonumber(ARGV[3])
+if n > cap + tonumber(ARGV[4]) then
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, n - cap - 1)
+end
+return n
