@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/casebook-dev/casebook/internal/keys"
 )
@@ -142,6 +144,9 @@ type List struct {
 
 	space keys.Space
 	parts []partKeys
+	snap  string // snapshot hash
+	pins  string // pinned items: item → position
+	block string // blocked items
 
 	weights  [256]float64
 	weighted [256]bool
@@ -150,6 +155,9 @@ type List struct {
 	slotMs   int64   // Window
 	dedupMs  int64
 	skewMs   int64
+
+	flight singleflight.Group
+	cached atomic.Pointer[view]
 }
 
 type partKeys struct {
@@ -208,6 +216,8 @@ func New(c redis.UniversalClient, cfg Config) (*List, error) {
 			heat: [2]string{l.space.Key(tag, "heat", "0"), l.space.Key(tag, "heat", "1")},
 		})
 	}
+	read := cfg.Name + ":read"
+	l.snap, l.pins, l.block = l.space.Key(read, "snap"), l.space.Key(read, "pins"), l.space.Key(read, "blocks")
 	return l, nil
 }
 
