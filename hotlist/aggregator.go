@@ -100,6 +100,28 @@ type Claim struct {
 	spare     *batch
 	scratch   []rawEvent
 	likeKey   []byte
+	growths   *[growthCache]growthAt // Decay: 2^((ms−landmark)/HalfLife) by ms
+}
+
+// growthCache is how many milliseconds a claim remembers the decay factor
+// of: events arrive roughly in time order, so most of them hit.
+const growthCache = 1024
+
+type growthAt struct {
+	ms, base int64 // base+1, so that the zero value is empty
+	f        float64
+}
+
+// growth returns 2^((ms − L)/HalfLife) for the landmark L of base.
+func (c *Claim) growth(ms, base int64) float64 {
+	if c.growths == nil {
+		c.growths = new([growthCache]growthAt)
+	}
+	g := &c.growths[ms&(growthCache-1)]
+	if g.ms != ms || g.base != base+1 {
+		*g = growthAt{ms: ms, base: base + 1, f: math.Exp2(float64(ms-base*c.l.epochMs) / c.l.halfMs)}
+	}
+	return g.f
 }
 
 // Claim starts aggregating partition p: it reads the offset last applied to
@@ -215,7 +237,7 @@ func (c *Claim) add(b *batch, e *rawEvent, nowMs int64) error {
 	var slot int64
 	switch l.cfg.Model {
 	case Decay:
-		w *= math.Exp2(float64(e.ms-b.base*l.epochMs) / l.halfMs)
+		w *= c.growth(e.ms, b.base)
 	case Window:
 		slot = l.slotOf(e.ms)
 		if slot <= l.slotOf(nowMs)-int64(l.cfg.Slots) {

@@ -225,6 +225,11 @@ func (d *decoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
+	if len(d.b) > 0 && d.b[0] < 0x80 { // one byte: most lengths
+		v := uint64(d.b[0])
+		d.b = d.b[1:]
+		return v
+	}
 	v, n := binary.Uvarint(d.b)
 	if n <= 0 {
 		d.fail("bad varint")

@@ -133,7 +133,8 @@ type Config struct {
 	// CacheTTL is how old a snapshot TopCached may serve from process memory.
 	// Default 1 s.
 	CacheTTL time.Duration
-	// Now is the clock, for tests. Default time.Now.
+	// Now is the clock, for tests. Default time.Now (and then TopCached's
+	// copy is marked stale by a timer rather than by reading the clock).
 	Now func() time.Time
 }
 
@@ -156,8 +157,9 @@ type List struct {
 	dedupMs  int64
 	skewMs   int64
 
-	flight singleflight.Group
-	cached atomic.Pointer[view]
+	realClock bool // Config.Now was not set
+	flight    singleflight.Group
+	cached    atomic.Pointer[view]
 }
 
 type partKeys struct {
@@ -192,14 +194,15 @@ func New(c redis.UniversalClient, cfg Config) (*List, error) {
 	cfg.SnapshotSize = cmp.Or(cfg.SnapshotSize, 100)
 	cfg.Refresh = cmp.Or(cfg.Refresh, time.Minute)
 	cfg.CacheTTL = cmp.Or(cfg.CacheTTL, time.Second)
-	if cfg.Now == nil {
+	realClock := cfg.Now == nil
+	if realClock {
 		cfg.Now = time.Now
 	}
 	if err := validate(c, &cfg); err != nil {
 		return nil, err
 	}
 
-	l := &List{c: c, cfg: cfg, space: keys.NewSpace(cfg.Namespace)}
+	l := &List{c: c, cfg: cfg, space: keys.NewSpace(cfg.Namespace), realClock: realClock}
 	for k, w := range cfg.Weights {
 		l.weights[k], l.weighted[k] = w, true
 	}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -139,9 +140,20 @@ func (l *List) Snapshot(ctx context.Context) (Snapshot, error) {
 
 // view is what TopCached serves.
 type view struct {
-	snap   Snapshot
-	err    error // ErrNoSnapshot, also cached
-	loaded time.Time
+	snap    Snapshot
+	err     error // ErrNoSnapshot, also cached
+	loaded  time.Time
+	expired atomic.Bool // set by a timer CacheTTL after loaded (real clock)
+}
+
+// fresh reports whether v may still be served. On the real clock a timer
+// marks it stale, so that the reader's path reads no clock (a clock read
+// costs more than the rest of it); an injected clock is read instead.
+func (l *List) fresh(v *view) bool {
+	if l.realClock {
+		return !v.expired.Load()
+	}
+	return l.cfg.Now().Sub(v.loaded) < l.cfg.CacheTTL
 }
 
 // TopCached returns the first n entries of the latest snapshot (controls
@@ -153,13 +165,16 @@ type view struct {
 // the consumers' lag. The returned slice is shared: do not modify it.
 func (l *List) TopCached(ctx context.Context, n int) ([]Entry, error) {
 	v := l.cached.Load()
-	if v == nil || l.cfg.Now().Sub(v.loaded) >= l.cfg.CacheTTL {
+	if v == nil || !l.fresh(v) {
 		got, err, _ := l.flight.Do("snapshot", func() (any, error) {
 			snap, err := l.Snapshot(ctx)
 			if err != nil && !errors.Is(err, ErrNoSnapshot) {
 				return nil, err
 			}
 			fresh := &view{snap: snap, err: err, loaded: l.cfg.Now()}
+			if l.realClock {
+				time.AfterFunc(l.cfg.CacheTTL, func() { fresh.expired.Store(true) })
+			}
 			l.cached.Store(fresh)
 			return fresh, nil
 		})
