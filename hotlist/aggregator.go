@@ -91,8 +91,8 @@ type Claim struct {
 	l         *List
 	p         int
 	applied   int64 // last offset stored in Redis as far as this claim knows
-	epoch     int64 // Decay: the partition's landmark number (-1: none yet)
-	rescaling bool  // Decay: the partition is moving to a new landmark
+	epoch     int64 // the landmark (Decay) or slot (Window) of the partition's heat set (-1: none)
+	rescaling bool  // a heat set is being built (a landmark or a slot coming)
 	closed    bool
 	last      time.Time // last flush
 	pend      *batch    // filling
@@ -267,14 +267,30 @@ func (c *Claim) Due() bool {
 	return now.Sub(c.last) >= c.a.cfg.FlushEvery && c.hasWork(now)
 }
 
-// hasWork: offsets to store, or (Decay) a landmark move to carry on.
+// hasWork: offsets to store, or a heat set to build or switch to — a
+// landmark passed (Decay), or a slot's second half or a new slot begun
+// (Window).
 func (c *Claim) hasWork(now time.Time) bool {
-	return c.pend.from >= 0 || c.l.cfg.Model == Decay && (c.rescaling || c.epoch >= 0 && c.l.epochOf(now.UnixMilli()) > c.epoch)
+	if c.pend.from >= 0 || c.rescaling {
+		return true
+	}
+	ms := now.UnixMilli()
+	switch {
+	case c.epoch < 0 && c.applied < 0:
+		return false // nothing here yet
+	case c.l.cfg.Model == Decay:
+		return c.l.epochOf(ms) > c.epoch
+	}
+	return c.l.slotOf(ms) > c.epoch || ms >= (c.epoch+1)*c.l.slotMs-buildLead(c.l.slotMs)
 }
 
+// buildLead is how long before a slot starts its window's heat set is
+// built (flush.lua decides the same): the slot's last minute, or half.
+func buildLead(slotMs int64) int64 { return min(slotMs/2, 60_000) }
+
 // Flush applies what the claim holds to Redis in one script call, with the
-// last offset it covers; when the partition is moving to a new landmark the
-// same call copies the next chunk. If the call fails the claim keeps the
+// last offset it covers; while the partition builds its next heat set (a new
+// landmark, or the coming slot's window) the same call reads the next chunk. If the call fails the claim keeps the
 // batch and sends the very same one on the next Flush (Add may go on
 // meanwhile), so a call that did apply but whose reply was lost is found
 // applied, not applied twice. ErrResync closes the claim.
@@ -294,7 +310,7 @@ func (c *Claim) Flush(ctx context.Context) error {
 		}
 	}
 	b := c.sealed
-	keys, args := c.flushCall(b)
+	keys, args := c.flushCall(b, now)
 	reply, err := flushScript.Run(ctx, c.l.c, keys, args...).Int64Slice()
 	if err == nil && len(reply) != 4 {
 		err = fmt.Errorf("unexpected reply %v", reply)
@@ -346,37 +362,57 @@ func (c *Claim) close() {
 }
 
 // flushCall builds flush.lua's keys and arguments for b.
-func (c *Claim) flushCall(b *batch) ([]string, []any) {
+func (c *Claim) flushCall(b *batch, now time.Time) ([]string, []any) {
 	l, pk := c.l, c.l.parts[c.p]
 	keys := []string{pk.meta, pk.heat[0], pk.heat[1]}
 	var expiries []any
+	nowMs := now.UnixMilli()
+	cnow, slots := int64(-1), 0
 	slotIndex := map[int64]int{}
+	if l.cfg.Model == Window {
+		// The script finds the slots of the current and the next window at
+		// fixed places: now−S+1 .. now+1, in order.
+		cnow, slots = l.slotOf(nowMs), l.cfg.Slots
+		for s := cnow - int64(slots) + 1; s <= cnow+1; s++ {
+			keys = append(keys, l.slotKey(c.p, s))
+			slotIndex[s] = len(keys)
+		}
+	}
+	written := map[int64]bool{}
 	// keyOf returns the KEYS index of a window slot (0: the decay heat).
 	keyOf := func(slot int64) int {
 		if l.cfg.Model == Decay {
 			return 0
 		}
-		if i, ok := slotIndex[slot]; ok {
-			return i
+		i, ok := slotIndex[slot]
+		if !ok {
+			keys = append(keys, l.slotKey(c.p, slot))
+			i = len(keys)
+			slotIndex[slot] = i
 		}
-		keys = append(keys, l.slotKey(c.p, slot))
-		slotIndex[slot] = len(keys)
-		// Kept one slot past leaving the ring, for readers whose clock lags.
-		expiries = append(expiries, len(keys), (slot+int64(l.cfg.Slots)+1)*l.slotMs)
-		return len(keys)
+		if !written[slot] {
+			written[slot] = true
+			// Kept one slot past leaving the ring, for readers whose clock lags.
+			expiries = append(expiries, i, (slot+int64(l.cfg.Slots)+1)*l.slotMs)
+		}
+		return i
 	}
-	target := int64(-1)
+	target, step := int64(-1), 0
 	if l.cfg.Model == Decay {
-		target = b.base
+		target, step = b.base, l.cfg.RescaleEvery
 	}
 	from, to := b.from, b.to
 	if from < 0 {
 		to = -1
 	}
-	args := make([]any, 0, 9+3*len(b.groups)+2*b.entries+5*len(b.likes)+len(expiries)+16)
-	args = append(args, c.applied, from, to, l.cfg.Keep, target, l.cfg.RescaleEvery, l.cfg.RescaleChunk, len(b.groups))
+	args := make([]any, 0, 16+slots+4*len(b.groups)+2*b.entries+6*len(b.likes))
+	args = append(args, c.applied, from, to, l.cfg.Keep, l.cfg.RescaleChunk, target, step, cnow, slots, nowMs, l.slotMs)
+	for i := range slots {
+		args = append(args, formatFloat(l.cfg.SlotWeights[i]))
+	}
+	args = append(args, len(b.groups))
 	for _, g := range b.groups {
-		args = append(args, keyOf(g.slot), len(g.items))
+		args = append(args, keyOf(g.slot), g.slot, len(g.items))
 		for i, item := range g.items {
 			args = append(args, item, formatFloat(g.vals[i]))
 		}
@@ -392,7 +428,7 @@ func (c *Claim) flushCall(b *batch) ([]string, []any) {
 			// Kept for two windows: a like arriving late still finds its set.
 			expiries = append(expiries, set, (lk.bucket+2)*l.dedupMs)
 		}
-		args = append(args, set, keyOf(lk.slot), lk.member, lk.item, formatFloat(lk.val))
+		args = append(args, set, keyOf(lk.slot), lk.slot, lk.member, lk.item, formatFloat(lk.val))
 	}
 	args = append(args, len(expiries)/2)
 	args = append(args, expiries...)

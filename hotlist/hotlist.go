@@ -97,9 +97,11 @@ type Config struct {
 	// two). Between landmarks a stored heat grows by at most 2^RescaleEvery
 	// per event weight, far from float64's 2^1024. Default 64.
 	RescaleEvery int
-	// RescaleChunk (Decay) is how many items one flush copies into the next
-	// landmark's set while a partition rescales: it bounds how long a flush
-	// holds Redis (about 1 ms per 1000). Default 1000.
+	// RescaleChunk is how many items one flush reads into the next heat set
+	// while a partition builds it — the next landmark's (Decay), or the
+	// coming slot's window totals (Window, Slots lookups per item): it
+	// bounds how long a flush holds Redis (about 1 ms per 1000 items, per
+	// slot under Window). Default 1000 (1..10000).
 	RescaleChunk int
 
 	// Slots (Window) is the number of slots in the ring. Default 12.
@@ -244,8 +246,8 @@ func validate(c redis.UniversalClient, cfg *Config) error {
 		return bad("half-life %v is not a whole number of milliseconds", cfg.HalfLife)
 	case cfg.RescaleEvery < 1 || cfg.RescaleEvery > 256:
 		return bad("rescale every %d half-lives (1..256)", cfg.RescaleEvery)
-	case cfg.RescaleChunk < 1 || cfg.RescaleChunk > 100_000:
-		return bad("rescale chunk %d (1..100000)", cfg.RescaleChunk)
+	case cfg.RescaleChunk < 1 || cfg.RescaleChunk > 10_000:
+		return bad("rescale chunk %d (1..10000)", cfg.RescaleChunk)
 	case cfg.Slots < 1 || cfg.Slots > 1024:
 		return bad("%d slots (1..1024)", cfg.Slots)
 	case !wholeMs(cfg.SlotLength):

@@ -93,8 +93,9 @@ func (l *List) Top(ctx context.Context, n int) ([]Entry, error) {
 	merged := l.merge(tops, n)
 	if per < n {
 		var more []int
+		to := newest(tops)
 		for i, t := range tops {
-			if len(t.entries) == per && (len(merged) < n || !before(merged[n-1], l.comparable(tops, i, per-1))) {
+			if len(t.entries) == per && (len(merged) < n || !before(merged[n-1], l.comparable(t, per-1, to))) {
 				more = append(more, i)
 			}
 		}
@@ -109,38 +110,52 @@ func (l *List) Top(ctx context.Context, n int) ([]Entry, error) {
 }
 
 // fetchTops reads the best upTo items of the given partitions, in one
-// pipeline.
+// pipeline; under Window, partitions without a heat set for the current slot
+// (a build not done yet) are asked again, with their slots, in a second.
 func (l *List) fetchTops(ctx context.Context, now time.Time, tops []partTop, parts []int, upTo int) error {
-	calls := make([]luascript.Call, len(parts))
-	for j, p := range parts {
-		calls[j] = l.topCall(p, now, upTo)
-	}
-	cmds, err := luascript.RunAll(ctx, l.c, calls)
-	if err != nil {
-		return fmt.Errorf("hotlist: top of %s: %w", l.cfg.Name, err)
-	}
-	for j, p := range parts {
-		t, err := l.parseTop(cmds[j].Val(), upTo)
-		if err != nil {
-			return fmt.Errorf("hotlist: top of %s partition %d: %w", l.cfg.Name, p, err)
+	withSlots := false
+	for len(parts) > 0 {
+		calls := make([]luascript.Call, len(parts))
+		for j, p := range parts {
+			calls[j] = l.topCall(p, now, upTo, withSlots)
 		}
-		tops[p] = t
+		cmds, err := luascript.RunAll(ctx, l.c, calls)
+		if err != nil {
+			return fmt.Errorf("hotlist: top of %s: %w", l.cfg.Name, err)
+		}
+		var again []int
+		for j, p := range parts {
+			if reply, _ := cmds[j].Val().([]any); len(reply) == 1 && l.cfg.Model == Window {
+				again = append(again, p)
+				continue
+			}
+			t, err := l.parseTop(cmds[j].Val(), upTo)
+			if err != nil {
+				return fmt.Errorf("hotlist: top of %s partition %d: %w", l.cfg.Name, p, err)
+			}
+			tops[p] = t
+		}
+		if withSlots && len(again) > 0 {
+			return fmt.Errorf("hotlist: top of %s: unexpected reply for partitions %v", l.cfg.Name, again)
+		}
+		parts, withSlots = again, true
 	}
 	return nil
 }
 
-func (l *List) topCall(p int, now time.Time, upTo int) luascript.Call {
+func (l *List) topCall(p int, now time.Time, upTo int, withSlots bool) luascript.Call {
 	pk := l.parts[p]
 	if l.cfg.Model == Decay {
 		return luascript.Call{Script: topDecayScript, Keys: []string{pk.meta, pk.heat[0], pk.heat[1]}, Args: []any{upTo}}
 	}
 	cur := l.slotOf(now.UnixMilli())
-	keys := make([]string, l.cfg.Slots)
-	args := make([]any, 0, 1+l.cfg.Slots)
-	args = append(args, upTo)
-	for i := range keys {
-		keys[i] = l.slotKey(p, cur-int64(i))
-		args = append(args, formatFloat(l.cfg.SlotWeights[i]))
+	keys := []string{pk.meta, pk.heat[0], pk.heat[1]}
+	args := []any{upTo, cur}
+	if withSlots {
+		for i := range l.cfg.Slots {
+			keys = append(keys, l.slotKey(p, cur-int64(i)))
+			args = append(args, formatFloat(l.cfg.SlotWeights[i]))
+		}
 	}
 	return luascript.Call{Script: topWindowScript, Keys: keys, Args: args}
 }
@@ -188,24 +203,25 @@ func newest(tops []partTop) int64 {
 }
 
 // comparable returns partition p's i-th entry with its heat on the scale of
-// the newest landmark, so that partitions on different landmarks (one is
+// landmark `to`, so that partitions on different landmarks (one is
 // rescaling) compare exactly: the factor is a power of two.
-func (l *List) comparable(tops []partTop, p, i int) Entry {
-	e := tops[p].entries[i]
-	if l.cfg.Model == Decay {
-		e.Heat = math.Ldexp(e.Heat, int(tops[p].epoch-newest(tops))*l.cfg.RescaleEvery)
+func (l *List) comparable(t partTop, i int, to int64) Entry {
+	e := t.entries[i]
+	if l.cfg.Model == Decay && t.epoch != to {
+		e.Heat = math.Ldexp(e.Heat, int(t.epoch-to)*l.cfg.RescaleEvery)
 	}
 	return e
 }
 
 func (l *List) merge(tops []partTop, n int) []Entry {
+	to := newest(tops)
 	lists := make([][]Entry, len(tops))
 	for p, t := range tops {
 		lists[p] = t.entries
-		if l.cfg.Model == Decay && len(t.entries) > 0 {
+		if l.cfg.Model == Decay && t.epoch != to && len(t.entries) > 0 {
 			lists[p] = make([]Entry, len(t.entries))
 			for i := range t.entries {
-				lists[p][i] = l.comparable(tops, p, i)
+				lists[p][i] = l.comparable(t, i, to)
 			}
 		}
 	}

@@ -45,56 +45,67 @@ func TestWindowMatchesModel(t *testing.T) {
 }
 
 // An event counts until the instant its slot leaves the ring, not a
-// millisecond longer; its slot's key expires a slot after that, by TTL.
+// millisecond longer — whether readers sum the slots (no flush since) or
+// read the heat set flushes build for each slot; its slot's key expires a
+// slot after that, by TTL.
 func TestWindowBoundaries(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
-	f := newFixture(t, r, hotlist.Config{Partitions: 1, Model: hotlist.Window, Weights: dyadic(),
-		Slots: 3, SlotLength: time.Minute, SlotWeights: []float64{1, 0.5, 0.25}})
-	start := f.clk.Now() // a slot boundary: the fixture's clock starts on a minute
-	heat := func(item string) float64 {
-		t.Helper()
-		top, err := f.l.Top(ctx, 10)
-		if err != nil {
-			t.Fatal(err)
+	for _, flushing := range []bool{false, true} {
+		cfg := hotlist.Config{Name: "b-" + strconv.FormatBool(flushing), Partitions: 1, Model: hotlist.Window, Weights: dyadic(),
+			Slots: 3, SlotLength: time.Minute, SlotWeights: []float64{1, 0.5, 0.25}}
+		f := newFixture(t, r, cfg)
+		start := f.clk.Now() // a slot boundary: the fixture's clock starts on a minute
+		heat := func(item string) float64 {
+			t.Helper()
+			if flushing {
+				f.flush()
+			}
+			for _, e := range mustTop(t, f.l, 10) {
+				if e.Item == item {
+					return e.Heat
+				}
+			}
+			return 0
 		}
-		for _, e := range top {
-			if e.Item == item {
-				return e.Heat
+		f.clk.Set(at(start, 30_000))
+		f.send(hotlist.Event{Item: "a", Kind: hotlist.Repost, At: at(start, 0)},
+			hotlist.Event{Item: "a", Kind: hotlist.Repost, At: at(start, 59_999)})
+		f.flush()
+		for _, c := range []struct {
+			ms   int
+			want float64
+		}{
+			{30_000, 2}, {59_999, 2}, // the current slot weighs 1
+			{60_000, 1}, {119_999, 1}, // one slot back: 0.5
+			{120_000, 0.5}, {179_999, 0.5}, // the oldest live slot: 0.25
+			{180_000, 0}, // out of the ring
+		} {
+			f.clk.Set(at(start, c.ms))
+			if got := heat("a"); got != c.want {
+				t.Fatalf("flushing %v, at +%d ms: heat %v, want %v", flushing, c.ms, got, c.want)
 			}
 		}
-		return 0
-	}
-	f.clk.Set(at(start, 30_000))
-	f.send(hotlist.Event{Item: "a", Kind: hotlist.Repost, At: at(start, 0)},
-		hotlist.Event{Item: "a", Kind: hotlist.Repost, At: at(start, 59_999)})
-	f.flush()
-	for _, c := range []struct {
-		ms   int
-		want float64
-	}{
-		{30_000, 2}, {59_999, 2}, // the current slot weighs 1
-		{60_000, 1}, {119_999, 1}, // one slot back: 0.5
-		{120_000, 0.5}, {179_999, 0.5}, // the oldest live slot: 0.25
-		{180_000, 0}, // out of the ring
-	} {
-		f.clk.Set(at(start, c.ms))
-		if got := heat("a"); got != c.want {
-			t.Fatalf("at +%d ms: heat %v, want %v", c.ms, got, c.want)
+		if flushing && metaField2(r, cfg.Name, "epoch") != strconv.FormatInt(start.UnixMilli()/60_000+3, 10) {
+			t.Fatalf("the heat set in use is slot %s's", metaField2(r, cfg.Name, "epoch"))
+		}
+		// Arriving after its slot left the ring, an event is not applied.
+		f.send(hotlist.Event{Item: "a", Kind: hotlist.Comment, At: at(start, 59_999)})
+		f.flush()
+		if st := f.a.Stats(); st.Expired != 1 || heat("a") != 0 {
+			t.Fatalf("a late event: stats %+v, heat %v", st, heat("a"))
+		}
+		slot := start.UnixMilli() / 60_000
+		key := r.Namespace + ":{" + cfg.Name + ":0}:slot:" + strconv.FormatInt(slot, 10)
+		exp := r.Client.PExpireTime(ctx, key).Val()
+		if want := time.Duration(slot+4) * time.Minute; exp != want {
+			t.Fatalf("%s expires at %v, want %v (a slot after it leaves the ring)", key, exp, want)
 		}
 	}
-	// Arriving after its slot left the ring, an event is not applied.
-	f.send(hotlist.Event{Item: "a", Kind: hotlist.Comment, At: at(start, 59_999)})
-	f.flush()
-	if st := f.a.Stats(); st.Expired != 1 || heat("a") != 0 {
-		t.Fatalf("a late event: stats %+v, heat %v", st, heat("a"))
-	}
-	slot := start.UnixMilli() / 60_000
-	key := r.Namespace + ":{hot:0}:slot:" + strconv.FormatInt(slot, 10)
-	exp := r.Client.PExpireTime(ctx, key).Val()
-	if want := time.Duration(slot+4) * time.Minute; exp != want {
-		t.Fatalf("%s expires at %v, want %v (a slot after it leaves the ring)", key, exp, want)
-	}
+}
+
+func metaField2(r *testenv.Redis, name, field string) string {
+	return r.Client.HGet(context.Background(), r.Namespace+":{"+name+":0}:meta", field).Val()
 }
 
 // An item warm in every slot can beat items that are hot in one: the read
