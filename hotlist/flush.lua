@@ -166,30 +166,77 @@ local function add(ki, s, item, v)
   if hm then redis.call('ZINCRBY', hm, scaled(v, wm), item) end
 end
 
+-- admitted says which of items (increments vals × f) may change key: when
+-- key is full (keep items), an absent item whose increment is below its
+-- lowest score would be trimmed at once, so it is not written at all — the
+-- same end state for much less work when most items are a long tail. Nil:
+-- all of them.
+local function admitted(key, items, vals, f)
+  if redis.call('ZCARD', key) < keep then return nil end
+  local floor = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+  local ok = {}
+  for a = 1, #items, 1000 do
+    local b = math.min(a + 999, #items)
+    local old = redis.call('ZMSCORE', key, unpack(items, a, b))
+    for k = a, b do
+      ok[k] = old[k - a + 1] and true or tonumber(vals[k]) * f >= floor
+    end
+  end
+  return ok
+end
+local function zincr(key, items, vals, f)
+  local ok = admitted(key, items, vals, f)
+  for k = 1, #items do
+    if not ok or ok[k] then redis.call('ZINCRBY', key, scaled(vals[k], f), items[k]) end
+  end
+end
+
 local i = 12 + S
 local ngroups = tonumber(ARGV[i])
 i = i + 1
 for _ = 1, ngroups do
   local ki, s, n = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
-  i = i + 3
-  if ki == 0 then
-    local hc, hm = heat(cur), mig and heat(mig)
-    for _ = 1, n do
-      local item, v = ARGV[i], ARGV[i + 1]
-      redis.call('ZINCRBY', hc, fcur == 1 and v or fmt(tonumber(v) * fcur), item)
-      if hm then redis.call('ZINCRBY', hm, fmt(tonumber(v) * fmig), item) end
-      i = i + 2
+  local hk = ki == 0 and heat(cur) or KEYS[ki]
+  if (ki > 0 or (fcur == 1 and not mig)) and redis.call('ZCARD', hk) + n <= keep then
+    -- The common case, kept tight: nothing to scale, skip or copy.
+    if ki > 0 then touched[ki] = true end
+    for k = i + 3, i + 1 + 2 * n, 2 do
+      redis.call('ZINCRBY', hk, ARGV[k + 1], ARGV[k])
     end
+    if ki > 0 then
+      local hc, wc, hm, wm = windowsOf(s)
+      local items, vals = {}, {}
+      for k = 1, n do
+        items[k], vals[k] = ARGV[i + 1 + 2 * k], ARGV[i + 2 + 2 * k]
+      end
+      if hc then zincr(hc, items, vals, wc) end
+      if hm then zincr(hm, items, vals, wm) end
+    end
+    i = i + 3 + 2 * n
   else
-    -- As add does, with what is the same for the group worked out once.
-    local key, hc, wc, hm, wm = KEYS[ki], windowsOf(s)
-    touched[ki] = true
-    for _ = 1, n do
-      local item, v = ARGV[i], ARGV[i + 1]
-      redis.call('ZINCRBY', key, v, item)
-      if hc then redis.call('ZINCRBY', hc, wc == 1 and v or fmt(tonumber(v) * wc), item) end
-      if hm then redis.call('ZINCRBY', hm, wm == 1 and v or fmt(tonumber(v) * wm), item) end
-      i = i + 2
+    local items, vals = {}, {}
+    for k = 1, n do
+      items[k] = ARGV[i + 1 + 2 * k]
+      vals[k] = ARGV[i + 2 + 2 * k]
+    end
+    i = i + 3 + 2 * n
+    if ki == 0 then
+      -- The rescale copy takes the same decisions, so that it stays the
+      -- current set times the landmark factor.
+      local hm = mig and heat(mig)
+      local ok = admitted(hk, items, vals, fcur)
+      for k = 1, n do
+        if not ok or ok[k] then
+          redis.call('ZINCRBY', hk, scaled(vals[k], fcur), items[k])
+          if hm then redis.call('ZINCRBY', hm, scaled(vals[k], fmig), items[k]) end
+        end
+      end
+    else
+      touched[ki] = true
+      local hc, wc, hm, wm = windowsOf(s)
+      zincr(hk, items, vals, 1)
+      if hc then zincr(hc, items, vals, wc) end
+      if hm then zincr(hm, items, vals, wm) end
     end
   end
 end
