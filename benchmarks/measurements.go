@@ -34,6 +34,7 @@ func measurements() []Measurement {
 		httpRedirects("http.bare", "redirects (bare net/http baseline)", true),
 		withBaseline(httpRedirects("shortlink.redirect", "redirects (handler over loopback)", false), "http.bare"),
 		withBaseline(shortlinkResolve("shortlink.resolve.redis", "resolves (Redis hit)", "redis"), "redis.set"),
+		hotlistEvents(), hotlistReads(),
 	}
 }
 
