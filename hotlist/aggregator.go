@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -202,13 +203,15 @@ func (c *Claim) Add(offset int64, value []byte) error {
 	var first error
 	rejected, accepted := 0, 0
 	for i := range raw {
-		if err := c.add(b, &raw[i], nowMs); err != nil {
+		switch err := c.add(b, &raw[i], nowMs); {
+		case err == nil:
+			accepted++
+		case err == errExpired:
+		default:
 			if rejected == 0 {
 				first = fmt.Errorf("event %d: %w", i, err)
 			}
 			rejected++
-		} else {
-			accepted++
 		}
 	}
 	c.a.stats.events.Add(int64(accepted))
@@ -218,6 +221,10 @@ func (c *Claim) Add(offset int64, value []byte) error {
 	}
 	return nil
 }
+
+// errExpired: a window event whose slot has left the ring; not an error of
+// the input, only not counted.
+var errExpired = errors.New("hotlist: slot out of the ring")
 
 func (c *Claim) add(b *batch, e *rawEvent, nowMs int64) error {
 	l := c.l
@@ -242,7 +249,7 @@ func (c *Claim) add(b *batch, e *rawEvent, nowMs int64) error {
 		slot = l.slotOf(e.ms)
 		if slot <= l.slotOf(nowMs)-int64(l.cfg.Slots) {
 			c.a.stats.expired.Add(1)
-			return nil
+			return errExpired
 		}
 	}
 	if dedup {

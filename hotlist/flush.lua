@@ -160,7 +160,7 @@ local function add(ki, s, item, v)
     return
   end
   redis.call('ZINCRBY', KEYS[ki], v, item)
-  touched[ki] = true
+  touched[ki] = s
   local hc, wc, hm, wm = windowsOf(s)
   if hc then redis.call('ZINCRBY', hc, scaled(v, wc), item) end
   if hm then redis.call('ZINCRBY', hm, scaled(v, wm), item) end
@@ -184,13 +184,6 @@ local function admitted(key, items, vals, f)
   end
   return ok
 end
-local function zincr(key, items, vals, f)
-  local ok = admitted(key, items, vals, f)
-  for k = 1, #items do
-    if not ok or ok[k] then redis.call('ZINCRBY', key, scaled(vals[k], f), items[k]) end
-  end
-end
-
 local i = 12 + S
 local ngroups = tonumber(ARGV[i])
 i = i + 1
@@ -198,19 +191,17 @@ for _ = 1, ngroups do
   local ki, s, n = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local hk = ki == 0 and heat(cur) or KEYS[ki]
   if (ki > 0 or (fcur == 1 and not mig)) and redis.call('ZCARD', hk) + n <= keep then
-    -- The common case, kept tight: nothing to scale, skip or copy.
-    if ki > 0 then touched[ki] = true end
-    for k = i + 3, i + 1 + 2 * n, 2 do
-      redis.call('ZINCRBY', hk, ARGV[k + 1], ARGV[k])
-    end
+    -- The common case, kept tight: nothing to scale or skip.
+    local hc, wc, hm, wm
     if ki > 0 then
-      local hc, wc, hm, wm = windowsOf(s)
-      local items, vals = {}, {}
-      for k = 1, n do
-        items[k], vals[k] = ARGV[i + 1 + 2 * k], ARGV[i + 2 + 2 * k]
-      end
-      if hc then zincr(hc, items, vals, wc) end
-      if hm then zincr(hm, items, vals, wm) end
+      touched[ki] = s
+      hc, wc, hm, wm = windowsOf(s)
+    end
+    for k = i + 3, i + 1 + 2 * n, 2 do
+      local item, v = ARGV[k], ARGV[k + 1]
+      redis.call('ZINCRBY', hk, v, item)
+      if hc then redis.call('ZINCRBY', hc, scaled(v, wc), item) end
+      if hm then redis.call('ZINCRBY', hm, scaled(v, wm), item) end
     end
     i = i + 3 + 2 * n
   else
@@ -220,23 +211,22 @@ for _ = 1, ngroups do
       vals[k] = ARGV[i + 2 + 2 * k]
     end
     i = i + 3 + 2 * n
-    if ki == 0 then
-      -- The rescale copy takes the same decisions, so that it stays the
-      -- current set times the landmark factor.
-      local hm = mig and heat(mig)
-      local ok = admitted(hk, items, vals, fcur)
-      for k = 1, n do
-        if not ok or ok[k] then
-          redis.call('ZINCRBY', hk, scaled(vals[k], fcur), items[k])
-          if hm then redis.call('ZINCRBY', hm, scaled(vals[k], fmig), items[k]) end
-        end
+    -- Decay: the rescale copy takes the set's decisions, so that it stays
+    -- the set times the landmark factor. Window: so do the heat sets, so
+    -- that they stay the weighted sums of the slot sets.
+    local f, h1, f1, h2, f2 = fcur, nil, nil, mig and heat(mig), fmig
+    if ki > 0 then
+      touched[ki] = s
+      f = 1
+      h1, f1, h2, f2 = windowsOf(s)
+    end
+    local ok = admitted(hk, items, vals, f)
+    for k = 1, n do
+      if not ok or ok[k] then
+        redis.call('ZINCRBY', hk, scaled(vals[k], f), items[k])
+        if h1 then redis.call('ZINCRBY', h1, scaled(vals[k], f1), items[k]) end
+        if h2 then redis.call('ZINCRBY', h2, scaled(vals[k], f2), items[k]) end
       end
-    else
-      touched[ki] = true
-      local hc, wc, hm, wm = windowsOf(s)
-      zincr(hk, items, vals, 1)
-      if hc then zincr(hc, items, vals, wc) end
-      if hm then zincr(hm, items, vals, wm) end
     end
   end
 end
@@ -256,11 +246,26 @@ for _ = 1, nexp do
 end
 
 -- Trim to keep: the coolest go (lowest score, then lowest name).
-local function trim(key)
-  local over = redis.call('ZCARD', key) - keep
-  if over > 0 then redis.call('ZREMRANGEBYRANK', key, 0, over - 1) end
+-- Window: what a slot set trims leaves the heat sets too, so that they stay
+-- the weighted sums of the slot sets (and hold at most Slots × keep items:
+-- they are not trimmed themselves).
+for ki, s in pairs(touched) do
+  local over = redis.call('ZCARD', KEYS[ki]) - keep
+  if over > 0 then
+    local hc, wc, hm, wm = windowsOf(s)
+    if hc or hm then
+      local gone = redis.call('ZRANGE', KEYS[ki], 0, over - 1, 'WITHSCORES')
+      for j = 1, #gone, 2 do
+        for _, h in ipairs({{hc, wc}, {hm, wm}}) do
+          if h[1] and tonumber(redis.call('ZINCRBY', h[1], fmt(-h[2] * tonumber(gone[j + 1])), gone[j])) <= 0 then
+            redis.call('ZREM', h[1], gone[j])
+          end
+        end
+      end
+    end
+    redis.call('ZREMRANGEBYRANK', KEYS[ki], 0, over - 1)
+  end
 end
-for ki in pairs(touched) do trim(KEYS[ki]) end
 if target >= 0 then
   -- The rescale copy loses the same items, so that it stays the current
   -- set times the landmark factor.
@@ -272,9 +277,6 @@ if target >= 0 then
     if mig then redis.call('ZREM', heat(mig), unpack(gone)) end
     over = over - #gone
   end
-elseif cnow >= 0 then
-  if cur >= 0 then trim(heat(cur)) end
-  if mig then trim(heat(mig)) end
 end
 
 local function zadd(key, list)
@@ -343,7 +345,6 @@ elseif mig and not ready then
     if cursor == '0' then src = src + 1 end
     ready = src == #sources
   end
-  trim(heat(mig))
   if ready then
     redis.call('HSET', meta, 'ready', 1)
   else

@@ -35,7 +35,10 @@ type fixture struct {
 
 func newFixture(t testing.TB, r *testenv.Redis, cfg hotlist.Config) *fixture {
 	t.Helper()
-	clk := testenv.NewClock(time.Now().Truncate(time.Minute))
+	// The next full hour: the first instant of a slot for every slot length
+	// that divides an hour, whatever the time the test runs at, and ahead of
+	// the Redis server's clock, so that no TTL set from it has passed.
+	clk := testenv.NewClock(time.Now().Truncate(time.Hour).Add(time.Hour))
 	cfg.Namespace, cfg.Now = r.Namespace, clk.Now
 	if cfg.Name == "" {
 		cfg.Name = "hot"

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -114,8 +113,9 @@ type Config struct {
 	SlotWeights []float64
 
 	// Keep is how many items each partition keeps (Decay), or each partition
-	// per slot (Window): the coolest beyond it are trimmed after each flush.
-	// Top(n) needs n ≤ Keep. Default 10,000.
+	// per slot (Window, whose window totals then hold up to Slots × Keep):
+	// the coolest beyond it are trimmed after each flush. Top(n) needs
+	// n ≤ Keep. Default 10,000.
 	Keep int
 	// DedupLikes counts one Like per user per item per DedupWindow: likes
 	// without a user are rejected. It costs a Redis set entry per distinct
@@ -284,7 +284,7 @@ func validate(c redis.UniversalClient, cfg *Config) error {
 // validWeight refuses NaN (every comparison with it is false), infinities
 // and negatives: a heat must only grow with events, or decay could not be
 // applied once.
-func validWeight(w float64) bool { return w >= 0 && w <= 1e9 && !math.IsNaN(w) }
+func validWeight(w float64) bool { return w >= 0 && w <= 1e9 } // NaN fails both
 
 // Partitions returns the number of partitions.
 func (l *List) Partitions() int { return len(l.parts) }
