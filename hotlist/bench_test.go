@@ -105,7 +105,11 @@ func BenchmarkFlush(b *testing.B) {
 func populate(b *testing.B, r *testenv.Redis, name string, model hotlist.Model, parts, perPart int, uniform, unbuilt bool) *hotlist.List {
 	b.Helper()
 	ctx := context.Background()
-	l, err := hotlist.New(r.Client, hotlist.Config{Name: name, Namespace: r.Namespace, Partitions: parts, Model: model})
+	cfg := hotlist.Config{Name: name, Namespace: r.Namespace, Partitions: parts, Model: model}
+	if unbuilt {
+		cfg.RescaleChunk = 1 // the first flush starts a build it cannot finish
+	}
+	l, err := hotlist.New(r.Client, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

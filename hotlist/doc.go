@@ -41,9 +41,10 @@
 // total summed afresh from the slot sets, increments written to both) and
 // used from that slot's first instant. A reader whose slot has no built set
 // (the aggregators stopped, or are behind) sums the slots itself, exactly,
-// with Fagin's threshold algorithm: the same answer, but from a few to
-// hundreds of milliseconds over 64 partitions instead of about one. Items
-// whose heat is exactly 0 may be missing from a built set.
+// with Fagin's threshold algorithm: the same answer, but Top(100) over 64
+// partitions of 12 full slots then takes about 100 ms on Zipf-like traffic
+// and a few hundred in its worst case, instead of about 1.5 ms. Items whose
+// heat is exactly 0 may be missing from a built set.
 //
 // # Aggregation, exactly once into Redis
 //
