@@ -206,7 +206,7 @@ func (c *Claim) Add(offset int64, value []byte) error {
 		switch err := c.add(b, &raw[i], nowMs); {
 		case err == nil:
 			accepted++
-		case err == errExpired:
+		case errors.Is(err, errExpired):
 		default:
 			if rejected == 0 {
 				first = fmt.Errorf("event %d: %w", i, err)
@@ -275,7 +275,7 @@ func (c *Claim) Due() bool {
 }
 
 // hasWork: offsets to store, or a heat set to build or switch to — a
-// landmark passed (Decay), or a slot's second half or a new slot begun
+// landmark passed (Decay), or a slot's last minute or a new slot begun
 // (Window).
 func (c *Claim) hasWork(now time.Time) bool {
 	if c.pend.from >= 0 || c.rescaling {
@@ -297,10 +297,11 @@ func buildLead(slotMs int64) int64 { return min(slotMs/2, 60_000) }
 
 // Flush applies what the claim holds to Redis in one script call, with the
 // last offset it covers; while the partition builds its next heat set (a new
-// landmark, or the coming slot's window) the same call reads the next chunk. If the call fails the claim keeps the
-// batch and sends the very same one on the next Flush (Add may go on
-// meanwhile), so a call that did apply but whose reply was lost is found
-// applied, not applied twice. ErrResync closes the claim.
+// landmark's, or the coming slot's window totals) the same call reads the
+// next chunk. If the call fails the claim keeps the batch and sends the very
+// same one on the next Flush (Add may go on meanwhile), so a call that did
+// apply but whose reply was lost is found applied, not applied twice.
+// ErrResync closes the claim.
 func (c *Claim) Flush(ctx context.Context) error {
 	if c.closed {
 		return ErrClosed
