@@ -37,6 +37,7 @@ func measurements() []Measurement {
 		orderCreate(),
 		withBaseline(redpacketOpen(), "redis.set"),
 		withBaseline(feedRead(), "redis.set"),
+		hotlistEvents(), hotlistReads(),
 	}
 }
 

@@ -75,7 +75,7 @@ func hotList() Scenario {
 			{Name: "peak list reads", Unit: "/s", Value: reads.Peak(), Seed: 417e3},
 			{Name: "item memory", Unit: "B", Value: items * bytesPer, Seed: 350 * MB},
 		},
-		Sizings: []Sizing{{What: "peak events/s", Peak: writes.Peak(), Measurement: "hotlist.event"}},
+		Sizings: []Sizing{{What: "peak events/s", Peak: writes.Peak(), Measurement: "hotlist.event"}, {What: "peak list reads/s", Peak: reads.Peak(), Measurement: "hotlist.read"}},
 	}
 }
 

@@ -1,0 +1,324 @@
+package hotkafka_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/casebook-dev/casebook/hotlist"
+	"github.com/casebook-dev/casebook/hotlist/hotkafka"
+	"github.com/casebook-dev/casebook/internal/testenv"
+	"github.com/casebook-dev/casebook/kafka"
+	"github.com/casebook-dev/casebook/outbox"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const partitions = 4
+
+// weights whose sums are exact, so per-item totals compare with ==.
+var weights = map[hotlist.Kind]float64{hotlist.View: 0.25, hotlist.Like: 0.5, hotlist.Repost: 1, hotlist.Comment: 13.5}
+
+type stream struct {
+	t       *testing.T
+	brokers []string
+	topic   string
+	pub     *kafka.Publisher
+	rng     *rand.Rand
+	want    map[string]float64 // the model: each item's total
+	msgs    int
+}
+
+// produce publishes n random events (Zipf over 300 items) in batches of up
+// to 20 per message and adds them to the model.
+func (s *stream) produce(n int) {
+	s.t.Helper()
+	zipf := rand.NewZipf(s.rng, 1.2, 1, 299)
+	events := make([]hotlist.Event, n)
+	for i := range events {
+		events[i] = hotlist.Event{Item: "i" + strconv.FormatUint(zipf.Uint64(), 10), Kind: hotlist.Kind(1 + s.rng.IntN(4)), At: time.Now()}
+		s.want[events[i].Item] += weights[events[i].Kind]
+	}
+	msgs, err := hotlist.EncodeMessages(s.topic, partitions, 20, events)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := s.pub.Publish(context.Background(), msgs); err != nil {
+		s.t.Fatal(err)
+	}
+	s.msgs += len(msgs)
+}
+
+// member is one consumer process of a group: its own aggregator and sarama
+// group.
+type member struct {
+	agg    *hotlist.Aggregator
+	c      *hotkafka.Consumer
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func start(t *testing.T, l *hotlist.List, brokers []string, group, topic string, autoCommit bool) *member {
+	t.Helper()
+	cfg := kafka.Config(group)
+	cfg.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
+	cfg.Consumer.Offsets.AutoCommit.Enable = autoCommit
+	g, err := sarama.NewConsumerGroup(brokers, group, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agg, err := hotlist.NewAggregator(l, hotlist.AggregatorConfig{FlushEvery: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := hotkafka.New(g, topic, agg, hotkafka.Config{OnReject: func(p int32, off int64, err error) { t.Errorf("partition %d offset %d rejected: %v", p, off, err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{agg: agg, c: c, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		c.Run(ctx)
+		g.Close()
+	}()
+	t.Cleanup(m.stop)
+	return m
+}
+
+func (m *member) stop() {
+	m.cancel()
+	<-m.done
+}
+
+// caughtUp waits until every partition's offset applied in Redis is the
+// topic's last.
+func caughtUp(t *testing.T, l *hotlist.List, brokers []string, topic string) {
+	t.Helper()
+	client, err := sarama.NewClient(brokers, kafka.Config("offsets"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	agg, _ := hotlist.NewAggregator(l, hotlist.AggregatorConfig{})
+	deadline := time.Now().Add(time.Minute)
+	for p := range int32(partitions) {
+		next, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			c, err := agg.Claim(context.Background(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Applied() == next-1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("partition %d: applied %d, last offset %d", p, c.Applied(), next-1)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func checkTotals(t *testing.T, l *hotlist.List, want map[string]float64, when string) {
+	t.Helper()
+	top, err := l.Top(context.Background(), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, e := range top {
+		got[e.Item] = e.Heat
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d items, model has %d", when, len(got), len(want))
+	}
+	for item, w := range want {
+		if got[item] != w {
+			t.Fatalf("%s: %s totals %v, model %v", when, item, got[item], w)
+		}
+	}
+}
+
+// Exactly-once into Redis, end to end through Kafka: a consumer whose
+// flushes reached Redis but whose offset commits never reached Kafka (killed
+// between the two), a rebalance mid-stream (a member joins, another leaves),
+// a replay of the whole topic, and a Redis that lost a partition's writes —
+// after each, every item's total equals the model's to the last event.
+func TestExactlyOnceThroughKafka(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		ctx := context.Background()
+		brokers := testenv.Kafka(t)
+		topic := testenv.Topic(t, partitions)
+		l, err := hotlist.New(r.Client, hotlist.Config{Name: "hot", Namespace: r.Namespace, Partitions: partitions, Model: hotlist.Window, Weights: weights})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, err := kafka.Dial(brokers, "producer-"+topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pub.Close()
+		s := &stream{t: t, brokers: brokers, topic: topic, pub: pub, rng: rand.New(rand.NewPCG(1, 2)), want: map[string]float64{}}
+		group := "g-" + topic
+
+		s.produce(1000)
+		a := start(t, l, brokers, group, topic, true)
+		caughtUp(t, l, brokers, topic)
+		a.stop() // leaves the group, committing its offsets
+		checkTotals(t, l, s.want, "first member")
+
+		// Killed between flush and commit: its flushes land, its commits
+		// never do.
+		s.produce(1000)
+		k := start(t, l, brokers, group, topic, false)
+		caughtUp(t, l, brokers, topic)
+		k.stop()
+		checkTotals(t, l, s.want, "member that never committed")
+
+		// Rebalances mid-stream: b reads what k never committed (skipping
+		// it), c joins while events flow, b leaves.
+		b := start(t, l, brokers, group, topic, true)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for range 10 {
+				s.produce(200)
+				time.Sleep(30 * time.Millisecond)
+			}
+		})
+		time.Sleep(150 * time.Millisecond)
+		c := start(t, l, brokers, group, topic, true)
+		time.Sleep(300 * time.Millisecond)
+		b.stop()
+		wg.Wait()
+		caughtUp(t, l, brokers, topic)
+		checkTotals(t, l, s.want, "after rebalances")
+		if skipped := b.agg.Stats().Duplicates + c.agg.Stats().Duplicates; skipped == 0 {
+			t.Fatal("no member re-read what the killed one had applied: the kill was not between flush and commit")
+		}
+
+		// A replay of the whole topic through a fresh claim per partition
+		// changes nothing.
+		replay(t, l, brokers, topic, s.msgs)
+		checkTotals(t, l, s.want, "after a replay")
+
+		// Redis loses partition 2 (a failover to an empty replica): its
+		// Kafka offset is now past Redis', so c's claim gets ErrResync on its
+		// next flush, or the next session moves the offset back; either way
+		// the partition is read again from its start.
+		c.stop()
+		if err := testenv.DeleteKeys(ctx, r.Client, r.Namespace+":{hot:2}*"); err != nil {
+			t.Fatal(err)
+		}
+		d := start(t, l, brokers, group, topic, true)
+		s.produce(100)
+		caughtUp(t, l, brokers, topic)
+		checkTotals(t, l, s.want, "after Redis lost a partition")
+		if d.c.Restarts() == 0 {
+			t.Fatal("the consumer did not move back to Redis' offset")
+		}
+	})
+}
+
+// replay feeds every message of the topic, from the oldest, to new claims
+// and flushes: all of it must be found applied already.
+func replay(t *testing.T, l *hotlist.List, brokers []string, topic string, msgs int) {
+	t.Helper()
+	consumer, err := sarama.NewConsumer(brokers, kafka.Config("replay"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+	agg, _ := hotlist.NewAggregator(l, hotlist.AggregatorConfig{})
+	seen := 0
+	for p := range int32(partitions) {
+		pc, err := consumer.ConsumePartition(topic, p, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claim, err := agg.Claim(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for claim.Applied() >= 0 {
+			m := <-pc.Messages()
+			claim.Add(m.Offset, m.Value)
+			seen++
+			if m.Offset == claim.Applied() {
+				break
+			}
+		}
+		pc.Close()
+		if err := claim.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := agg.Stats(); seen != msgs || st.Duplicates != int64(msgs) || st.Events != 0 {
+		t.Fatalf("replayed %d of %d messages: %+v", seen, msgs, st)
+	}
+}
+
+// Poison in the topic is reported and skipped; the partition goes on.
+func TestMalformedMessagesDoNotBlockThePartition(t *testing.T) {
+	r := testenv.NewRedis(t)
+	brokers := testenv.Kafka(t)
+	topic := testenv.Topic(t, 1)
+	l, err := hotlist.New(r.Client, hotlist.Config{Name: "hot", Namespace: r.Namespace, Partitions: 1, Model: hotlist.Window, Weights: weights})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kafka.Dial(brokers, "producer-"+topic)
+	defer pub.Close()
+	good, _ := hotlist.EncodeMessages(topic, 1, 0, []hotlist.Event{{Item: "a", Kind: hotlist.Comment, At: time.Now()}})
+	bad := good[0]
+	bad.Value = []byte("not a batch")
+	pub.Publish(context.Background(), slices.Concat(good, []outbox.Message{bad}, good))
+	g, _ := sarama.NewConsumerGroup(brokers, "g-"+topic, kafka.Config("g-"+topic))
+	agg, _ := hotlist.NewAggregator(l, hotlist.AggregatorConfig{FlushEvery: 20 * time.Millisecond})
+	var mu sync.Mutex
+	var rejected []string
+	c, _ := hotkafka.New(g, topic, agg, hotkafka.Config{OnReject: func(p int32, off int64, err error) {
+		mu.Lock()
+		rejected = append(rejected, fmt.Sprint(p, "/", off, ": ", err))
+		mu.Unlock()
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); g.Close(); close(done) }()
+	caughtUpOne(t, l, 2)
+	cancel()
+	<-done
+	checkTotals(t, l, map[string]float64{"a": 27}, "around a malformed message")
+	if len(rejected) != 1 || agg.Stats().Malformed != 1 {
+		t.Fatalf("rejected %v, stats %+v", rejected, agg.Stats())
+	}
+}
+
+func caughtUpOne(t *testing.T, l *hotlist.List, last int64) {
+	t.Helper()
+	agg, _ := hotlist.NewAggregator(l, hotlist.AggregatorConfig{})
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := agg.Claim(context.Background(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Applied() == last {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("applied %d, want %d", c.Applied(), last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
