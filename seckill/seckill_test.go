@@ -856,12 +856,12 @@ func userOn(sl *seckill.Sale, b int, prefix string) string {
 	}
 }
 
-// lossy is a fixture whose Redis client talks through a replyDropper.
-func lossy(t *testing.T, stock, limit int64, buckets int) (*fixture, *replyDropper) {
+// lossy is a fixture whose Redis client talks through a reply-losing proxy.
+func lossy(t *testing.T, stock, limit int64, buckets int) (*fixture, *testenv.Proxy) {
 	t.Helper()
 	base := testenv.NewRedis(t)
-	p := newReplyDropper(t, serverAddr(t, base))
-	r := ownClient(t, base, p.Addr())
+	p := testenv.NewProxy(t, serverAddr(t, base))
+	r := ownClient(t, base, p.Addr)
 	f := setup(t, r, stock, limit, buckets, seckill.Config{})
 	if err := seckill.LoadScripts(context.Background(), r.Client); err != nil {
 		t.Fatal(err)
@@ -875,10 +875,10 @@ func lossy(t *testing.T, stock, limit int64, buckets int) (*fixture, *replyDropp
 // quotas returned once.
 func TestLostRepliesActOnce(t *testing.T) {
 	ctx := context.Background()
-	lost := func(t *testing.T, p *replyDropper) {
+	lost := func(t *testing.T, p *testenv.Proxy) {
 		t.Helper()
-		if p.dropped.Load() != 1 {
-			t.Fatalf("%d replies lost, want 1", p.dropped.Load())
+		if p.Cuts() != 1 {
+			t.Fatalf("%d replies lost, want 1", p.Cuts())
 		}
 	}
 	stock := func(t *testing.T, f *fixture, want int64) {
@@ -889,7 +889,7 @@ func TestLostRepliesActOnce(t *testing.T) {
 	}
 	t.Run("buy", func(t *testing.T) {
 		f, p := lossy(t, 10, 2, 1)
-		p.arm("victim", 1)
+		p.DropReplyTo("victim", 1)
 		id, err := f.sl.Buy(ctx, "victim", 1)
 		lost(t, p)
 		if err != nil {
@@ -911,7 +911,7 @@ func TestLostRepliesActOnce(t *testing.T) {
 		f, p := lossy(t, 10, 1, 1)
 		b := f.sl.NewBatcher(seckill.BatchConfig{Linger: 50 * time.Millisecond})
 		defer b.Close()
-		p.arm("victim", 1)
+		p.DropReplyTo("victim", 1)
 		var wg sync.WaitGroup
 		for _, u := range []string{"victim", "a", "b", "c", "d"} {
 			wg.Go(func() {
@@ -934,7 +934,7 @@ func TestLostRepliesActOnce(t *testing.T) {
 			if _, err := f.sl.Buy(ctx, userOn(f.sl, home, "filler"), 1); err != nil {
 				t.Fatal(err)
 			}
-			p.arm("victim", nth)
+			p.DropReplyTo("victim", nth)
 			if _, err := f.sl.Buy(ctx, "victim", 1); err != nil {
 				t.Fatalf("the last unit: %v", err)
 			}
@@ -957,7 +957,7 @@ func TestLostRepliesActOnce(t *testing.T) {
 			}
 			f.record(ctx)
 			f.clk.Add(8 * time.Minute)
-			p.arm(due, nth)
+			p.DropReplyTo(due, nth)
 			if n, err := f.sl.ReleaseDue(ctx); n != 1 || err != nil {
 				t.Fatalf("released %d, %v; want 1", n, err)
 			}

@@ -1,7 +1,7 @@
 package testenv
 
 import (
-	"io"
+	"bytes"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -10,20 +10,22 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Proxy is a TCP proxy between a client and a server that can lose replies:
-// the request reaches the server and is executed, and the connection is cut
-// before the reply gets back — what a network fault or a timeout looks like
-// to a client, which then retries on a new connection. Tests use it to prove
-// that a retried call is applied once.
+// Proxy is a TCP proxy between a client and a server that can lose
+// replies: a request reaches the server and is executed, and the connection
+// is cut before the reply gets back — what a network fault or a timeout
+// looks like to a client, which then sends the command again on a new
+// connection. Tests use it to prove that a retried call is applied once.
 type Proxy struct {
 	Addr   string // where clients connect
 	target string
 	ln     net.Listener
-	drop   atomic.Int64
-	cuts   atomic.Int64
-	mu     sync.Mutex
-	conns  map[net.Conn]bool
 	wg     sync.WaitGroup
+	cuts   atomic.Int64
+
+	mu     sync.Mutex
+	marker []byte // nil: any request
+	nth    int    // requests (with the marker) to let through before the one to lose, plus one
+	armed  bool
 }
 
 // NewProxy proxies to target until the test ends.
@@ -33,80 +35,98 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("testenv: proxy: %v", err)
 	}
-	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]bool{}}
-	p.wg.Go(p.accept)
-	t.Cleanup(p.close)
+	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln}
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Go(func() { p.pipe(c) })
+		}
+	})
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
 	return p
 }
 
-// DropReplies makes the next n replies from the server vanish: each one
-// cuts its connection instead of reaching the client.
-func (p *Proxy) DropReplies(n int) { p.drop.Store(int64(n)) }
+// DropReplies makes the reply to the next request lost (n > 1: the nth
+// request from now).
+func (p *Proxy) DropReplies(n int) { p.arm(nil, n) }
 
-// Cuts returns how many replies were dropped so far.
-func (p *Proxy) Cuts() int64 { return p.cuts.Load() }
+// DropReplyTo makes the reply to the nth request from now that contains
+// marker (a key, an argument) lost.
+func (p *Proxy) DropReplyTo(marker string, nth int) { p.arm([]byte(marker), nth) }
 
-func (p *Proxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.track(c, s)
-		p.wg.Go(func() { io.Copy(s, c); s.Close() })
-		p.wg.Go(func() { p.replies(c, s); c.Close() })
-	}
-}
-
-// replies copies the server's bytes to the client, cutting both connections
-// instead when a drop is due.
-func (p *Proxy) replies(c, s net.Conn) {
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := s.Read(buf)
-		if n > 0 {
-			if p.drop.Add(-1) >= 0 {
-				p.cuts.Add(1)
-				c.Close()
-				s.Close()
-				return
-			}
-			p.drop.Add(1)
-			if _, err := c.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *Proxy) track(cs ...net.Conn) {
+func (p *Proxy) arm(marker []byte, nth int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range cs {
-		p.conns[c] = true
-	}
+	p.marker, p.nth, p.armed = marker, nth, nth > 0
 }
 
-func (p *Proxy) close() {
-	p.ln.Close()
+// Cuts returns how many replies were lost so far.
+func (p *Proxy) Cuts() int64 { return p.cuts.Load() }
+
+// matches counts a request against the armed rule and reports whether its
+// reply is the one to lose.
+func (p *Proxy) matches(req []byte) bool {
 	p.mu.Lock()
-	for c := range p.conns {
-		c.Close()
+	defer p.mu.Unlock()
+	if !p.armed || p.marker != nil && !bytes.Contains(req, p.marker) {
+		return false
 	}
-	p.mu.Unlock()
-	p.wg.Wait()
+	if p.nth--; p.nth > 0 {
+		return false
+	}
+	p.armed = false
+	return true
+}
+
+func (p *Proxy) pipe(client net.Conn) {
+	defer client.Close()
+	server, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	defer server.Close()
+	var lose atomic.Bool
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := client.Read(buf)
+			if n > 0 {
+				if p.matches(buf[:n]) {
+					lose.Store(true) // before the server can answer
+				}
+				if _, err := server.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				server.Close()
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 && lose.Load() {
+			p.cuts.Add(1)
+			return // the server acted; its reply is lost with the connection
+		}
+		if n > 0 {
+			if _, err := client.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // NewLossyRedis returns the test's standalone Redis reached through a Proxy,
-// with go-redis' default retries: a dropped reply makes the client send the
+// with go-redis' default retries: a lost reply makes the client send the
 // same command again on a new connection.
 func NewLossyRedis(t testing.TB) (*Redis, *Proxy) {
 	t.Helper()
