@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -216,10 +216,22 @@ wait:
 	return float64(done.Load()) / elapsed.Seconds(), nil
 }
 
-// describe names a backend for the report.
-func describe(kind devstack.Kind, addrs ...string) string {
-	if len(addrs) == 0 {
-		return string(kind)
+// describeRedis names a Redis backend for the report: a server the user
+// named keeps its address; a spawned or embedded one's port is throw-away.
+func describeRedis(r *devstack.Redis) string {
+	switch r.Kind {
+	case devstack.External:
+		return "Redis " + strings.Join(r.Addrs, ",")
+	case devstack.Spawned:
+		return "spawned redis-server"
 	}
-	return fmt.Sprintf("%s %s", kind, addrs[0])
+	return string(r.Kind)
+}
+
+// describeSQL names a SQL backend for the report.
+func describeSQL(kind devstack.Kind) string {
+	if kind == devstack.External {
+		return "MySQL"
+	}
+	return string(kind)
 }

@@ -86,7 +86,7 @@ func onRedis(name, unit string, workers int, setup func(ctx context.Context, env
 		ns := "casebook:bench:" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		op, err := setup(ctx, env, r, ns)
 		cleanup := func() { devstack.DeleteKeys(context.Background(), r.Client, ns+"*") }
-		return Prepared{Op: op, Workers: workers, Backend: describe(r.Kind, r.Addrs...), Cleanup: cleanup}, err
+		return Prepared{Op: op, Workers: workers, Backend: describeRedis(r), Cleanup: cleanup}, err
 	}}
 }
 

@@ -83,7 +83,7 @@ func orderCreate() Measurement {
 		var seq atomic.Int64
 		return Prepared{
 			Workers: 512,
-			Backend: string(sqls[0].Kind) + " × 8",
+			Backend: describeSQL(sqls[0].Kind) + " × 8",
 			Op: func() error {
 				n := seq.Add(1)
 				done := make(chan error, 1)

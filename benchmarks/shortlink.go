@@ -108,7 +108,7 @@ func shortlinkResolve(name, unit, path string) Measurement {
 			_, err := svc.Resolve(ctx, code)
 			return err
 		}
-		return Prepared{Op: op, Workers: 4, Backend: describe(f.redis.Kind, f.redis.Addrs...) + " + " + string(env.sql.Kind)}, nil
+		return Prepared{Op: op, Workers: 4, Backend: describeRedis(f.redis) + " + " + describeSQL(env.sql.Kind)}, nil
 	}}
 }
 
