@@ -49,6 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", time.Second, "how long each measurement runs (10ms..10m)")
 	redisArg := fs.String("redis", os.Getenv("CASEBOOK_REDIS_ADDR"), "Redis host:port (default: a spawned redis-server, else miniredis)")
 	mysqlArg := fs.String("mysql", os.Getenv("CASEBOOK_MYSQL_DSN"), "MySQL/MariaDB DSN; scratch databases are created and dropped (default: SQLite)")
+	utilisation := fs.Float64("utilisation", 0.6, "share of a node's measured throughput to plan for (0 < u ≤ 1); the rest is headroom")
 	allowEmbedded := fs.Bool("allow-embedded", false, "size machines from measurements made on embedded stand-ins (miniredis, SQLite) too")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -59,6 +60,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	case *duration < 10*time.Millisecond || *duration > 10*time.Minute:
 		fmt.Fprintf(stderr, "benchmarks: -duration %v is outside 10ms..10m\n", *duration)
+		return 2
+	case !(*utilisation > 0 && *utilisation <= 1):
+		fmt.Fprintf(stderr, "benchmarks: -utilisation %v is outside (0, 1]\n", *utilisation)
 		return 2
 	}
 	redis.SetLogger(quiet{})
@@ -73,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "benchmarks: interrupted; no plan")
 		return 1
 	}
-	plan := makePlan(Scenarios(), results, *allowEmbedded)
+	plan := makePlan(Scenarios(), results, *utilisation, *allowEmbedded)
 	var err error
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

@@ -22,9 +22,20 @@ type Measurement struct {
 	// stands in for MySQL no better than miniredis does for Redis. (Other
 	// measurements may use SQL to set up, off the measured path.)
 	SQLBound bool
+	// Tier is what the sizing buys more of to serve more of this operation.
+	Tier Tier
 	// Setup prepares the operation on env's backends.
 	Setup func(ctx context.Context, env *Env) (Prepared, error)
 }
+
+// Tier is the kind of machine a measured operation is bound by.
+type Tier string
+
+const (
+	TierApp   Tier = "app"   // stateless nodes: in-process work, HTTP handlers
+	TierRedis Tier = "redis" // Redis primaries, each with its replicas
+	TierMySQL Tier = "mysql" // MySQL primaries, each with its replicas
+)
 
 // Prepared is a measurement ready to run.
 type Prepared struct {
@@ -40,6 +51,7 @@ type Result struct {
 	Unit     string  `json:"unit"`
 	Baseline string  `json:"baseline,omitempty"`
 	Backend  string  `json:"backend"`
+	Tier     Tier    `json:"tier"`
 	PerSec   float64 `json:"per_sec"`
 	// Fallback: it ran on an embedded stand-in (miniredis, SQLite), whose
 	// figures say nothing about a real server.
@@ -136,7 +148,7 @@ func (e *Env) Close() {
 // Run performs m for about d and reports operations per second. progress is
 // called with the elapsed fraction.
 func (m Measurement) Run(ctx context.Context, env *Env, d time.Duration, progress func(float64)) Result {
-	res := Result{Name: m.Name, Unit: m.Unit, Baseline: m.Baseline}
+	res := Result{Name: m.Name, Unit: m.Unit, Baseline: m.Baseline, Tier: m.Tier}
 	env.redisFell, env.sqlFell = false, false
 	p, err := m.Setup(ctx, env)
 	res.Fallback = env.redisFell || m.SQLBound && env.sqlFell
