@@ -100,3 +100,75 @@ func TestSizingArithmetic(t *testing.T) {
 		}
 	}
 }
+
+// The JSON plan's schema: what a program reading `-json` may rely on.
+func TestJSONSchema(t *testing.T) {
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), []string{"-json", "-duration", "10ms", "-allow-embedded"}, &out, &errs); code != 0 {
+		t.Fatalf("exit %d; stderr: %s", code, errs.String())
+	}
+	var plan map[string]any
+	if err := json.Unmarshal(out.Bytes(), &plan); err != nil {
+		t.Fatal(err)
+	}
+	has := func(where string, obj any, keys ...string) map[string]any {
+		t.Helper()
+		m, ok := obj.(map[string]any)
+		if !ok {
+			t.Fatalf("%s: %T, want an object", where, obj)
+		}
+		for _, k := range keys {
+			if _, ok := m[k]; !ok {
+				t.Errorf("%s lacks %q: %v", where, k, m)
+			}
+		}
+		return m
+	}
+	list := func(where string, v any) []any {
+		t.Helper()
+		l, ok := v.([]any)
+		if !ok || len(l) == 0 {
+			t.Fatalf("%s: %v, want a non-empty list", where, v)
+		}
+		return l
+	}
+	has("plan", plan, "model", "utilisation", "measurements", "scenarios")
+	for _, m := range list("measurements", plan["measurements"]) {
+		r := has("measurement", m, "name", "unit", "tier", "backend", "per_sec")
+		if b, _ := r["backend"].(string); strings.ContainsAny(b, "0123456789:") && !strings.Contains(b, "×") {
+			t.Errorf("%v: backend %q names a throw-away address", r["name"], b)
+		}
+	}
+	sized := 0
+	for _, s := range list("scenarios", plan["scenarios"]) {
+		sc := has("scenario", s, "name", "inputs", "replication", "figures", "sizings")
+		if _, dup := sc["machines"]; dup {
+			t.Errorf("%v: a machines list beside sizings", sc["name"])
+		}
+		has("replication", sc["replication"], "redis", "mysql")
+		for _, f := range list("figures", sc["figures"]) {
+			fig := has("figure", f, "name", "unit", "value", "agrees")
+			if _, hasSeed := fig["seed"]; hasSeed {
+				has("figure with a seed", f, "ratio")
+			}
+		}
+		for _, z := range list("sizings", sc["sizings"]) {
+			sz := has("sizing", z, "what", "peak", "measurement")
+			if _, ok := sz["size"]; !ok {
+				has("unsized sizing", z, "note")
+				continue
+			}
+			sized++
+			has("sizing", z, "tier", "measured_per_sec", "arithmetic")
+			has("size", sz["size"], "exact", "primaries", "replicas", "machines")
+		}
+		if st, ok := sc["storage"]; ok {
+			for _, x := range list("storage", st) {
+				has("storage", x, "what", "bytes_per_record", "on", "bytes", "total_bytes", "arithmetic")
+			}
+		}
+	}
+	if sized == 0 {
+		t.Error("nothing sized")
+	}
+}
