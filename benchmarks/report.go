@@ -111,7 +111,7 @@ func sizeLoad(z Sizing, byName map[string]Result, repl Replication, utilisation 
 		return a
 	}
 	a.Size = &size
-	a.Arithmetic = fmt.Sprintf("%s/s ÷ (%s/s × %s) = %s → %s", commas(z.Peak), commas(r.PerSec), percent(utilisation),
+	a.Arithmetic = fmt.Sprintf("%s/s ÷ (%s/s × %s) %s → %s", commas(z.Peak), commas(r.PerSec), percent(utilisation),
 		exact(size.Exact), machinesPhrase(r.Tier, size, repl.of(r.Tier)))
 	return a
 }
@@ -120,24 +120,33 @@ func machinesPhrase(t Tier, s Size, perPrimary int) string {
 	switch t {
 	case TierRedis, TierMySQL:
 		name := map[Tier]string{TierRedis: "Redis", TierMySQL: "MySQL"}[t]
+		primaries := plural(s.Primaries, name+" primary", name+" primaries")
 		if perPrimary == 0 {
-			return fmt.Sprintf("%d %s primaries, no replicas", s.Primaries, name)
+			return primaries + ", no replicas"
 		}
-		return fmt.Sprintf("%d %s primaries + %d replicas = %d machines", s.Primaries, name, s.Replicas, s.Machines)
+		return fmt.Sprintf("%s + %s = %d machines", primaries, plural(s.Replicas, "replica", "replicas"), s.Machines)
 	}
-	if s.Primaries == 1 {
-		return "1 app node"
-	}
-	return fmt.Sprintf("%d app nodes", s.Primaries)
+	return plural(s.Primaries, "app node", "app nodes")
 }
 
-// exact prints a machine count before rounding up: one decimal, or two
-// significant digits below 1 so that a tiny load does not read as 0.
-func exact(x float64) string {
-	if x < 1 {
-		return strconv.FormatFloat(x, 'g', 2, 64)
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
 	}
-	return strconv.FormatFloat(x, 'f', 1, 64)
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// exact prints a machine count before rounding up, with its relation: one
+// decimal, or two significant digits below 1 so that a small load does not
+// read as 0.
+func exact(x float64) string {
+	switch {
+	case x < 0.001:
+		return "< 0.001"
+	case x < 1:
+		return "= " + strconv.FormatFloat(x, 'g', 2, 64)
+	}
+	return "= " + strconv.FormatFloat(x, 'f', 1, 64)
 }
 
 func storageOf(st Storage, repl Replication) PlanStorage {
