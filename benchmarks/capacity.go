@@ -62,13 +62,69 @@ type Sizing struct {
 	Measurement string  `json:"measurement"` // a measurement name, see measurements.go
 }
 
-// Machines is how many machines of the measured throughput the peak needs
-// (at least 1). ok is false when nothing was measured.
-func Machines(peak, measured float64) (n int, ok bool) {
-	if measured <= 0 {
-		return 0, false
+// Replication is how many replicas each primary of a backend has.
+type Replication struct {
+	Redis int `json:"redis"`
+	MySQL int `json:"mysql"`
+}
+
+// defaultReplication is one replica per primary, for a scenario that states
+// none (the seeds do not).
+var defaultReplication = Replication{Redis: 1, MySQL: 1}
+
+// of is the replicas per primary of tier; stateless app nodes have none.
+func (r Replication) of(t Tier) int {
+	switch t {
+	case TierRedis:
+		return r.Redis
+	case TierMySQL:
+		return r.MySQL
 	}
-	return max(1, int(math.Ceil(peak/measured))), true
+	return 0
+}
+
+// Storage is data a scenario keeps on a backend: a resident set of Records,
+// or PerDay records kept RetentionDays.
+type Storage struct {
+	What           string  `json:"what"`
+	Records        float64 `json:"records,omitempty"`
+	PerDay         float64 `json:"per_day,omitempty"`
+	RetentionDays  float64 `json:"retention_days,omitempty"`
+	BytesPerRecord float64 `json:"bytes_per_record"`
+	On             Tier    `json:"on"` // TierRedis (memory) or TierMySQL (disk)
+}
+
+// Bytes is the data's size on one copy.
+func (s Storage) Bytes() float64 { return s.records() * s.BytesPerRecord }
+
+func (s Storage) records() float64 {
+	if s.Records > 0 {
+		return s.Records
+	}
+	return s.PerDay * s.RetentionDays
+}
+
+// Size is the answer for one load: Primaries = ceil(Exact), where Exact is
+// peak ÷ (per-node throughput × utilisation), each primary with Replicas.
+type Size struct {
+	Exact     float64 `json:"exact"`
+	Primaries int     `json:"primaries"`
+	Replicas  int     `json:"replicas"` // in all, not per primary
+	Machines  int     `json:"machines"` // primaries + replicas
+}
+
+// SizeFor sizes a peak load for nodes measured at perNode operations per
+// second, run at utilisation (0 < u ≤ 1) of that, each primary with
+// replicas. ok is false when nothing was measured.
+func SizeFor(peak, perNode, utilisation float64, replicas int) (s Size, ok bool) {
+	if perNode <= 0 || utilisation <= 0 {
+		return Size{}, false
+	}
+	s.Exact = peak / (perNode * utilisation)
+	s.Primaries = max(1, int(math.Ceil(s.Exact-1e-9))) // 2.0000000001 is 2
+	s.Replicas = s.Primaries * replicas
+	s.Machines = s.Primaries + s.Replicas
+	return s, true
 }
 
 // Decimal units, as the seeds use them.

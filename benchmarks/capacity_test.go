@@ -122,21 +122,24 @@ func TestFigureAgreement(t *testing.T) {
 	}
 }
 
-func TestMachines(t *testing.T) {
+func TestSizeFor(t *testing.T) {
 	cases := []struct {
-		peak, measured float64
-		n              int
-		ok             bool
+		peak, perNode, u float64
+		replicas         int
+		want             Size
+		ok               bool
 	}{
-		{3472, 100000, 1, true},
-		{416667, 100000, 5, true},
-		{200000, 100000, 2, true},
-		{10, 0, 0, false},
+		{3472, 100000, 0.6, 1, Size{Exact: 3472.0 / 60000, Primaries: 1, Replicas: 1, Machines: 2}, true},
+		{6944, 1320, 0.6, 1, Size{Exact: 6944 / 792.0, Primaries: 9, Replicas: 9, Machines: 18}, true},
+		{200000, 100000, 1, 2, Size{Exact: 2, Primaries: 2, Replicas: 4, Machines: 6}, true},
+		{120000, 100000, 0.6, 0, Size{Exact: 2, Primaries: 2, Machines: 2}, true},
+		{10, 0, 0.6, 1, Size{}, false},
 	}
 	for _, c := range cases {
-		n, ok := Machines(c.peak, c.measured)
-		if n != c.n || ok != c.ok {
-			t.Errorf("Machines(%g, %g) = %d, %v; want %d, %v", c.peak, c.measured, n, ok, c.n, c.ok)
+		got, ok := SizeFor(c.peak, c.perNode, c.u, c.replicas)
+		if ok != c.ok || math.Abs(got.Exact-c.want.Exact) > 1e-9 || got.Primaries != c.want.Primaries ||
+			got.Replicas != c.want.Replicas || got.Machines != c.want.Machines {
+			t.Errorf("SizeFor(%g, %g, %g, %d) = %+v, %v; want %+v, %v", c.peak, c.perNode, c.u, c.replicas, got, ok, c.want, c.ok)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	duration := fs.Duration("duration", time.Second, "how long each measurement runs (10ms..10m)")
 	redisArg := fs.String("redis", os.Getenv("CASEBOOK_REDIS_ADDR"), "Redis host:port (default: a spawned redis-server, else miniredis)")
 	mysqlArg := fs.String("mysql", os.Getenv("CASEBOOK_MYSQL_DSN"), "MySQL/MariaDB DSN; scratch databases are created and dropped (default: SQLite)")
+	utilisation := fs.Float64("utilisation", 0.6, "share of a node's measured throughput to plan for (0 < u ≤ 1); the rest is headroom")
+	scenarioArg := fs.String("scenario", "", "plan the scenarios in this JSON `file` (schema in README.md) instead of the seeds'; runs only the measurements they name")
+	onlyArg := fs.String("only", "", "run only these comma-separated `measurements`, and plan only the loads they size")
 	allowEmbedded := fs.Bool("allow-embedded", false, "size machines from measurements made on embedded stand-ins (miniredis, SQLite) too")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -60,10 +64,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case *duration < 10*time.Millisecond || *duration > 10*time.Minute:
 		fmt.Fprintf(stderr, "benchmarks: -duration %v is outside 10ms..10m\n", *duration)
 		return 2
+	case !(*utilisation > 0 && *utilisation <= 1):
+		fmt.Fprintf(stderr, "benchmarks: -utilisation %v is outside (0, 1]\n", *utilisation)
+		return 2
+	}
+	ms, scenarios, err := selection(*scenarioArg, *onlyArg)
+	if err != nil {
+		fmt.Fprintln(stderr, "benchmarks:", err)
+		return 2
 	}
 	redis.SetLogger(quiet{})
 
-	ms := measurements()
 	fmt.Fprintf(stderr, "casebook capacity harness: %d measurements, %v each; opening backends (Redis %s, SQL %s)…\n",
 		len(ms), *duration, orDefault(*redisArg, "spawned or embedded"), orDefault(redactDSN(*mysqlArg), "SQLite"))
 	env := &Env{RedisAddr: *redisArg, MySQLDSN: *mysqlArg}
@@ -73,8 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "benchmarks: interrupted; no plan")
 		return 1
 	}
-	plan := makePlan(Scenarios(), results, *allowEmbedded)
-	var err error
+	plan := makePlan(scenarios, results, *utilisation, *allowEmbedded)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -97,6 +107,52 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// selection is what to measure and plan: the seeds' scenarios and every
+// measurement, or a -scenario file's and the measurements it names, narrowed
+// by -only to the named measurements and the loads they size.
+func selection(scenarioFile, only string) ([]Measurement, []Scenario, error) {
+	ms := measurements()
+	var known []string
+	for _, m := range ms {
+		known = append(known, m.Name)
+	}
+	scenarios := Scenarios()
+	var want map[string]bool
+	if scenarioFile != "" {
+		var err error
+		if scenarios, err = loadScenarioFile(scenarioFile, known); err != nil {
+			return nil, nil, fmt.Errorf("-scenario %s: %w", scenarioFile, err)
+		}
+		want = map[string]bool{}
+		for _, s := range scenarios {
+			for _, z := range s.Sizings {
+				want[z.Measurement] = true
+			}
+		}
+	}
+	if only != "" {
+		want = map[string]bool{}
+		for name := range strings.SplitSeq(only, ",") {
+			if name = strings.TrimSpace(name); !slices.Contains(known, name) {
+				return nil, nil, fmt.Errorf("-only: unknown measurement %q (known: %s)", name, strings.Join(known, ", "))
+			}
+			want[name] = true
+		}
+	}
+	if want == nil {
+		return ms, scenarios, nil
+	}
+	ms = slices.DeleteFunc(ms, func(m Measurement) bool { return !want[m.Name] })
+	var sized []Scenario
+	for _, s := range scenarios {
+		s.Sizings = slices.DeleteFunc(slices.Clone(s.Sizings), func(z Sizing) bool { return !want[z.Measurement] })
+		if len(s.Sizings) > 0 {
+			sized = append(sized, s)
+		}
+	}
+	return ms, sized, nil
 }
 
 func orDefault(s, def string) string {

@@ -13,6 +13,7 @@ func TestBadArguments(t *testing.T) {
 	for _, args := range [][]string{
 		{"-duration", "0"}, {"-duration", "-1s"}, {"-duration", "11m"}, {"-duration", "soon"},
 		{"extra"}, {"-json", "plan.json"}, {"-nope"},
+		{"-utilisation", "0"}, {"-utilisation", "1.5"}, {"-utilisation", "NaN"},
 	} {
 		var out, errs bytes.Buffer
 		if code := run(context.Background(), args, &out, &errs); code != 2 {
@@ -62,12 +63,112 @@ func TestInterruptedRunFails(t *testing.T) {
 
 // Measurements made on embedded stand-ins size nothing unless allowed.
 func TestEmbeddedFallbackNotSized(t *testing.T) {
-	results := []Result{{Name: "rank.add", PerSec: 1e5, Fallback: true}}
-	s := []Scenario{{Name: "x", Sizings: []Sizing{{What: "w", Peak: 2e5, Measurement: "rank.add"}}}}
-	if m := makePlan(s, results, false).Scenarios[0].Machines[0]; m.Machines != 0 || !strings.Contains(m.Note, "embedded") {
+	results := []Result{{Name: "rank.add", Tier: TierRedis, PerSec: 1e5, Fallback: true}}
+	s := []Scenario{{Name: "x", Sizings: []Sizing{{What: "w", Peak: 2e5, Measurement: "rank.add"}}, Replication: defaultReplication}}
+	if m := makePlan(s, results, 1, false).Scenarios[0].Sizings[0]; m.Size != nil || !strings.Contains(m.Note, "embedded") {
 		t.Fatalf("fallback sized: %+v", m)
 	}
-	if m := makePlan(s, results, true).Scenarios[0].Machines[0]; m.Machines != 2 {
+	if m := makePlan(s, results, 1, true).Scenarios[0].Sizings[0]; m.Size == nil || m.Size.Machines != 4 {
 		t.Fatalf("-allow-embedded: %+v", m)
+	}
+}
+
+// The text report shows each sizing's arithmetic.
+func TestSizingArithmetic(t *testing.T) {
+	results := []Result{
+		{Name: "order.create", Tier: TierMySQL, PerSec: 1320},
+		{Name: "idgen.snowflake", Tier: TierApp, PerSec: 4e6},
+	}
+	s := []Scenario{{Name: "sale", Replication: Replication{Redis: 1, MySQL: 2},
+		Sizings: []Sizing{
+			{What: "orders", Peak: 6944.44, Measurement: "order.create"},
+			{What: "ids", Peak: 6944.44, Measurement: "idgen.snowflake"},
+		},
+		Storage: []Storage{{What: "orders", PerDay: 1e6, RetentionDays: 365, BytesPerRecord: 1000, On: TierMySQL}},
+	}}
+	var out bytes.Buffer
+	if err := makePlan(s, results, 0.6, false).WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"6,944/s ÷ (1,320/s × 60%) = 8.8 → 9 MySQL primaries + 18 replicas = 27 machines",
+		"6,944/s ÷ (4,000,000/s × 60%) = 0.0029 → 1 app node",
+		"1.00M/day × 365 d × 1,000 B = 365 GB × 3 copies = 1.09 TB of MySQL disk",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// The JSON plan's schema: what a program reading `-json` may rely on.
+func TestJSONSchema(t *testing.T) {
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), []string{"-json", "-duration", "10ms", "-allow-embedded"}, &out, &errs); code != 0 {
+		t.Fatalf("exit %d; stderr: %s", code, errs.String())
+	}
+	var plan map[string]any
+	if err := json.Unmarshal(out.Bytes(), &plan); err != nil {
+		t.Fatal(err)
+	}
+	has := func(where string, obj any, keys ...string) map[string]any {
+		t.Helper()
+		m, ok := obj.(map[string]any)
+		if !ok {
+			t.Fatalf("%s: %T, want an object", where, obj)
+		}
+		for _, k := range keys {
+			if _, ok := m[k]; !ok {
+				t.Errorf("%s lacks %q: %v", where, k, m)
+			}
+		}
+		return m
+	}
+	list := func(where string, v any) []any {
+		t.Helper()
+		l, ok := v.([]any)
+		if !ok || len(l) == 0 {
+			t.Fatalf("%s: %v, want a non-empty list", where, v)
+		}
+		return l
+	}
+	has("plan", plan, "model", "utilisation", "measurements", "scenarios")
+	for _, m := range list("measurements", plan["measurements"]) {
+		r := has("measurement", m, "name", "unit", "tier", "backend", "per_sec")
+		if b, _ := r["backend"].(string); strings.ContainsAny(b, "0123456789:") && !strings.Contains(b, "×") {
+			t.Errorf("%v: backend %q names a throw-away address", r["name"], b)
+		}
+	}
+	sized := 0
+	for _, s := range list("scenarios", plan["scenarios"]) {
+		sc := has("scenario", s, "name", "inputs", "replication", "figures", "sizings")
+		if _, dup := sc["machines"]; dup {
+			t.Errorf("%v: a machines list beside sizings", sc["name"])
+		}
+		has("replication", sc["replication"], "redis", "mysql")
+		for _, f := range list("figures", sc["figures"]) {
+			fig := has("figure", f, "name", "unit", "value", "agrees")
+			if _, hasSeed := fig["seed"]; hasSeed {
+				has("figure with a seed", f, "ratio")
+			}
+		}
+		for _, z := range list("sizings", sc["sizings"]) {
+			sz := has("sizing", z, "what", "peak", "measurement")
+			if _, ok := sz["size"]; !ok {
+				has("unsized sizing", z, "note")
+				continue
+			}
+			sized++
+			has("sizing", z, "tier", "measured_per_sec", "arithmetic")
+			has("size", sz["size"], "exact", "primaries", "replicas", "machines")
+		}
+		if st, ok := sc["storage"]; ok {
+			for _, x := range list("storage", st) {
+				has("storage", x, "what", "bytes_per_record", "on", "bytes", "total_bytes", "arithmetic")
+			}
+		}
+	}
+	if sized == 0 {
+		t.Error("nothing sized")
 	}
 }

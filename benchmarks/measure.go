@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,9 +22,20 @@ type Measurement struct {
 	// stands in for MySQL no better than miniredis does for Redis. (Other
 	// measurements may use SQL to set up, off the measured path.)
 	SQLBound bool
+	// Tier is what the sizing buys more of to serve more of this operation.
+	Tier Tier
 	// Setup prepares the operation on env's backends.
 	Setup func(ctx context.Context, env *Env) (Prepared, error)
 }
+
+// Tier is the kind of machine a measured operation is bound by.
+type Tier string
+
+const (
+	TierApp   Tier = "app"   // stateless nodes: in-process work, HTTP handlers
+	TierRedis Tier = "redis" // Redis primaries, each with its replicas
+	TierMySQL Tier = "mysql" // MySQL primaries, each with its replicas
+)
 
 // Prepared is a measurement ready to run.
 type Prepared struct {
@@ -40,6 +51,7 @@ type Result struct {
 	Unit     string  `json:"unit"`
 	Baseline string  `json:"baseline,omitempty"`
 	Backend  string  `json:"backend"`
+	Tier     Tier    `json:"tier"`
 	PerSec   float64 `json:"per_sec"`
 	// Fallback: it ran on an embedded stand-in (miniredis, SQLite), whose
 	// figures say nothing about a real server.
@@ -136,7 +148,7 @@ func (e *Env) Close() {
 // Run performs m for about d and reports operations per second. progress is
 // called with the elapsed fraction.
 func (m Measurement) Run(ctx context.Context, env *Env, d time.Duration, progress func(float64)) Result {
-	res := Result{Name: m.Name, Unit: m.Unit, Baseline: m.Baseline}
+	res := Result{Name: m.Name, Unit: m.Unit, Baseline: m.Baseline, Tier: m.Tier}
 	env.redisFell, env.sqlFell = false, false
 	p, err := m.Setup(ctx, env)
 	res.Fallback = env.redisFell || m.SQLBound && env.sqlFell
@@ -216,10 +228,22 @@ wait:
 	return float64(done.Load()) / elapsed.Seconds(), nil
 }
 
-// describe names a backend for the report.
-func describe(kind devstack.Kind, addrs ...string) string {
-	if len(addrs) == 0 {
-		return string(kind)
+// describeRedis names a Redis backend for the report: a server the user
+// named keeps its address; a spawned or embedded one's port is throw-away.
+func describeRedis(r *devstack.Redis) string {
+	switch r.Kind {
+	case devstack.External:
+		return "Redis " + strings.Join(r.Addrs, ",")
+	case devstack.Spawned:
+		return "spawned redis-server"
 	}
-	return fmt.Sprintf("%s %s", kind, addrs[0])
+	return string(r.Kind)
+}
+
+// describeSQL names a SQL backend for the report.
+func describeSQL(kind devstack.Kind) string {
+	if kind == devstack.External {
+		return "MySQL"
+	}
+	return string(kind)
 }

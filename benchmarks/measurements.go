@@ -78,7 +78,7 @@ func signinSign() Measurement {
 // onRedis wraps an operation on the chosen Redis, under a fresh key
 // namespace that is deleted afterwards.
 func onRedis(name, unit string, workers int, setup func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error)) Measurement {
-	return Measurement{Name: name, Unit: unit, Setup: func(ctx context.Context, env *Env) (Prepared, error) {
+	return Measurement{Name: name, Unit: unit, Tier: TierRedis, Setup: func(ctx context.Context, env *Env) (Prepared, error) {
 		r, err := env.Redis(ctx)
 		if err != nil {
 			return Prepared{}, err
@@ -86,7 +86,7 @@ func onRedis(name, unit string, workers int, setup func(ctx context.Context, env
 		ns := "casebook:bench:" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		op, err := setup(ctx, env, r, ns)
 		cleanup := func() { devstack.DeleteKeys(context.Background(), r.Client, ns+"*") }
-		return Prepared{Op: op, Workers: workers, Backend: describe(r.Kind, r.Addrs...), Cleanup: cleanup}, err
+		return Prepared{Op: op, Workers: workers, Backend: describeRedis(r), Cleanup: cleanup}, err
 	}}
 }
 
@@ -97,7 +97,7 @@ func withBaseline(m Measurement, baseline string) Measurement {
 
 // inProcess wraps an operation that needs no devstack.
 func inProcess(name, unit string, workers int, setup func(ctx context.Context) (func() error, error)) Measurement {
-	return Measurement{Name: name, Unit: unit, Setup: func(ctx context.Context, _ *Env) (Prepared, error) {
+	return Measurement{Name: name, Unit: unit, Tier: TierApp, Setup: func(ctx context.Context, _ *Env) (Prepared, error) {
 		op, err := setup(ctx)
 		return Prepared{Op: op, Workers: workers, Backend: "in-process"}, err
 	}}
@@ -114,15 +114,18 @@ func snowflakeIDs() Measurement {
 	})
 }
 
-// segmentIDs leases from the chosen Redis; the steady state is in-process.
+// segmentIDs leases from the chosen Redis; the steady state is in-process,
+// so more ids take more app nodes, not more Redis.
 func segmentIDs() Measurement {
-	return onRedis("idgen.segment", "ids (one allocator)", 1, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+	m := onRedis("idgen.segment", "ids (one allocator)", 1, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
 		seg, err := idgen.NewSegment(ctx, idgen.NewRedisSource(r.Client, ns), idgen.SegmentConfig{Tag: "bench", Step: 1_000_000})
 		if err != nil {
 			return nil, err
 		}
 		return func() error { _, err := seg.Next(ctx); return err }, nil
 	})
+	m.Tier = TierApp
+	return m
 }
 
 func shortCodes() Measurement {

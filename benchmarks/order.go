@@ -17,7 +17,7 @@ import (
 // into CreateBatch calls of up to 200 the way a Kafka consumer hands over a
 // batch of messages: many callers wait, two flushers write.
 func orderCreate() Measurement {
-	return Measurement{Name: "order.create", Unit: "orders (batched, 8 × 8 tables)", SQLBound: true, Setup: func(ctx context.Context, env *Env) (Prepared, error) {
+	return Measurement{Name: "order.create", Unit: "orders (batched, 8 × 8 tables)", SQLBound: true, Tier: TierMySQL, Setup: func(ctx context.Context, env *Env) (Prepared, error) {
 		r, err := env.Redis(ctx)
 		if err != nil {
 			return Prepared{}, err
@@ -83,7 +83,7 @@ func orderCreate() Measurement {
 		var seq atomic.Int64
 		return Prepared{
 			Workers: 512,
-			Backend: string(sqls[0].Kind) + " × 8",
+			Backend: describeSQL(sqls[0].Kind) + " × 8",
 			Op: func() error {
 				n := seq.Add(1)
 				done := make(chan error, 1)

@@ -4,66 +4,169 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
 
+// model states the sizing arithmetic, in the report and in the JSON.
+const model = "machines = ceil(peak ÷ (measured per-node throughput × utilisation)) primaries, " +
+	"plus each primary's replicas on Redis and MySQL; storage = records × bytes per record × (1 + replicas)"
+
 // Plan is the harness's output: measurements, then every scenario with its
-// figures and sizings.
+// figures, sizings and storage.
 type Plan struct {
+	Model        string         `json:"model"`
+	Utilisation  float64        `json:"utilisation"`
 	Measurements []Result       `json:"measurements"`
 	Scenarios    []PlanScenario `json:"scenarios"`
 }
 
-// PlanScenario is a scenario with its sizings resolved against measurements.
+// PlanScenario is a scenario with its figures checked and its sizings and
+// storage resolved against the measurements.
 type PlanScenario struct {
-	Scenario
-	Machines []PlanSizing `json:"machines"`
+	Name        string        `json:"name"`
+	Inputs      []string      `json:"inputs"`
+	Replication Replication   `json:"replication"`
+	Figures     []PlanFigure  `json:"figures"`
+	Sizings     []PlanSizing  `json:"sizings"`
+	Storage     []PlanStorage `json:"storage,omitempty"`
 }
 
-// PlanSizing is one sizing's answer.
+// PlanFigure is a figure with its verdict: Ratio is the seed's figure over
+// the computed one, absent when the seed gives none.
+type PlanFigure struct {
+	Figure
+	Agrees bool    `json:"agrees"`
+	Ratio  float64 `json:"ratio,omitempty"`
+}
+
+// PlanSizing is one load's answer. Size is absent when the load could not
+// be sized, and Note says why.
 type PlanSizing struct {
 	Sizing
-	Measured float64 `json:"measured_per_sec,omitempty"`
-	Machines int     `json:"machines,omitempty"`
-	Note     string  `json:"note,omitempty"`
+	Tier       Tier    `json:"tier,omitempty"`
+	PerNode    float64 `json:"measured_per_sec,omitempty"`
+	Size       *Size   `json:"size,omitempty"`
+	Arithmetic string  `json:"arithmetic,omitempty"`
+	Note       string  `json:"note,omitempty"`
 }
 
-// makePlan sizes every scenario against the measurements; a measurement
-// made on an embedded stand-in sizes nothing unless allowEmbedded.
-func makePlan(scenarios []Scenario, results []Result, allowEmbedded bool) Plan {
+// PlanStorage is a scenario's data on every copy.
+type PlanStorage struct {
+	Storage
+	Bytes      float64 `json:"bytes"`       // one copy
+	TotalBytes float64 `json:"total_bytes"` // primaries and replicas
+	Arithmetic string  `json:"arithmetic"`
+}
+
+// makePlan sizes every scenario against the measurements at utilisation; a
+// measurement made on an embedded stand-in sizes nothing unless
+// allowEmbedded.
+func makePlan(scenarios []Scenario, results []Result, utilisation float64, allowEmbedded bool) Plan {
 	byName := map[string]Result{}
 	for _, r := range results {
 		byName[r.Name] = r
 	}
-	p := Plan{Measurements: results}
+	p := Plan{Model: model, Utilisation: utilisation, Measurements: results}
 	for _, s := range scenarios {
-		ps := PlanScenario{Scenario: s}
-		for _, z := range s.Sizings {
-			a := PlanSizing{Sizing: z}
-			r, ok := byName[z.Measurement]
-			switch {
-			case !ok:
-				a.Note = "not measured: block not built yet"
-			case r.Err != "":
-				a.Note = "measurement failed: " + r.Err
-			case r.Fallback && !allowEmbedded:
-				a.Measured = r.PerSec
-				a.Note = "not sized: measured on an embedded stand-in (miniredis/SQLite); name real servers or pass -allow-embedded"
-			default:
-				a.Measured = r.PerSec
-				a.Machines, _ = Machines(z.Peak, r.PerSec)
+		ps := PlanScenario{Name: s.Name, Inputs: s.Inputs, Replication: s.Replication}
+		for _, f := range s.Figures {
+			pf := PlanFigure{Figure: f, Agrees: f.Agrees()}
+			if f.Seed != 0 {
+				pf.Ratio = f.Ratio()
 			}
-			ps.Machines = append(ps.Machines, a)
+			ps.Figures = append(ps.Figures, pf)
+		}
+		for _, z := range s.Sizings {
+			ps.Sizings = append(ps.Sizings, sizeLoad(z, byName, s.Replication, utilisation, allowEmbedded))
+		}
+		for _, st := range s.Storage {
+			ps.Storage = append(ps.Storage, storageOf(st, s.Replication))
 		}
 		p.Scenarios = append(p.Scenarios, ps)
 	}
 	return p
 }
 
+func sizeLoad(z Sizing, byName map[string]Result, repl Replication, utilisation float64, allowEmbedded bool) PlanSizing {
+	a := PlanSizing{Sizing: z}
+	r, ok := byName[z.Measurement]
+	switch {
+	case !ok:
+		a.Note = "not measured: block not built yet"
+		return a
+	case r.Err != "":
+		a.Note = "measurement failed: " + r.Err
+		return a
+	}
+	a.Tier, a.PerNode = r.Tier, r.PerSec
+	if r.Fallback && !allowEmbedded {
+		a.Note = "not sized: measured on an embedded stand-in (miniredis/SQLite); name real servers or pass -allow-embedded"
+		return a
+	}
+	size, ok := SizeFor(z.Peak, r.PerSec, utilisation, repl.of(r.Tier))
+	if !ok {
+		a.Note = "not sized: nothing measured"
+		return a
+	}
+	a.Size = &size
+	a.Arithmetic = fmt.Sprintf("%s/s ÷ (%s/s × %s) %s → %s", commas(z.Peak), commas(r.PerSec), percent(utilisation),
+		exact(size.Exact), machinesPhrase(r.Tier, size, repl.of(r.Tier)))
+	return a
+}
+
+func machinesPhrase(t Tier, s Size, perPrimary int) string {
+	switch t {
+	case TierRedis, TierMySQL:
+		name := map[Tier]string{TierRedis: "Redis", TierMySQL: "MySQL"}[t]
+		primaries := plural(s.Primaries, name+" primary", name+" primaries")
+		if perPrimary == 0 {
+			return primaries + ", no replicas"
+		}
+		return fmt.Sprintf("%s + %s = %d machines", primaries, plural(s.Replicas, "replica", "replicas"), s.Machines)
+	}
+	return plural(s.Primaries, "app node", "app nodes")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// exact prints a machine count before rounding up, with its relation: one
+// decimal, or two significant digits below 1 so that a small load does not
+// read as 0.
+func exact(x float64) string {
+	switch {
+	case x < 0.001:
+		return "< 0.001"
+	case x < 1:
+		return "= " + strconv.FormatFloat(x, 'g', 2, 64)
+	}
+	return "= " + strconv.FormatFloat(x, 'f', 1, 64)
+}
+
+func storageOf(st Storage, repl Replication) PlanStorage {
+	copies := 1 + repl.of(st.On)
+	ps := PlanStorage{Storage: st, Bytes: st.Bytes()}
+	ps.TotalBytes = ps.Bytes * float64(copies)
+	records := formatRate(st.Records)
+	if st.Records == 0 {
+		records = fmt.Sprintf("%s/day × %s d", formatRate(st.PerDay), commas(st.RetentionDays))
+	}
+	where := map[Tier]string{TierRedis: "Redis memory", TierMySQL: "MySQL disk"}[st.On]
+	ps.Arithmetic = fmt.Sprintf("%s × %s B = %s × %d copies = %s of %s", records, commas(st.BytesPerRecord),
+		formatBytes(ps.Bytes), copies, formatBytes(ps.TotalBytes), where)
+	return ps
+}
+
 // WriteText prints the plan as plain tables.
 func (p Plan) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "SIZING MODEL: %s; utilisation %s.\n\n", model, percent(p.Utilisation))
 	fmt.Fprintln(tw, "MEASURED THROUGHPUT (this machine)\t\t\t")
 	fmt.Fprintln(tw, "measurement\tper second\tunit\tbackend")
 	byName := map[string]Result{}
@@ -86,31 +189,54 @@ func (p Plan) WriteText(w io.Writer) error {
 	fmt.Fprintln(tw)
 	flagged := 0
 	for _, s := range p.Scenarios {
-		fmt.Fprintf(tw, "SCENARIO %s — %s\n", strings.ToUpper(s.Name), strings.Join(s.Inputs, "; "))
+		fmt.Fprintf(tw, "SCENARIO %s — %s; replicas per primary: Redis %d, MySQL %d\n",
+			strings.ToUpper(s.Name), strings.Join(s.Inputs, "; "), s.Replication.Redis, s.Replication.MySQL)
 		fmt.Fprintln(tw, "figure\tcomputed\tseed says\tcheck")
 		for _, f := range s.Figures {
 			check := "ok"
 			switch {
 			case f.Seed == 0:
 				check = "-"
-			case !f.Agrees():
-				check = fmt.Sprintf("FLAG: seed is %.1f× what its own inputs give", f.Ratio())
+			case !f.Agrees:
+				check = fmt.Sprintf("FLAG: seed is %.1f× what its own inputs give", f.Ratio)
 				flagged++
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Name, formatFigure(f.Value, f.Unit), formatSeed(f), check)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Name, formatFigure(f.Value, f.Unit), formatSeed(f.Figure), check)
 		}
-		for _, m := range s.Machines {
+		for _, m := range s.Sizings {
+			answer := m.Arithmetic
 			if m.Note != "" {
-				fmt.Fprintf(tw, "machines for %s\t%s\t%s\t%s\n", m.What, formatFigure(m.Peak, "/s"), m.Measurement, m.Note)
-				continue
+				answer = m.Note
 			}
-			fmt.Fprintf(tw, "machines for %s\t%s\t%s %s/s\t%d\n", m.What, formatFigure(m.Peak, "/s"), m.Measurement, formatRate(m.Measured), m.Machines)
+			fmt.Fprintf(tw, "machines for %s\t%s\t%s\t%s\n", m.What, formatFigure(m.Peak, "/s"), m.Measurement, answer)
+		}
+		for _, st := range s.Storage {
+			fmt.Fprintf(tw, "storage: %s\t%s\t\t%s\n", st.What, formatBytes(st.TotalBytes), st.Arithmetic)
 		}
 		fmt.Fprintln(tw)
 	}
 	fmt.Fprintf(tw, "%d seed figure(s) flagged: the seed's number does not follow from the seed's inputs (shown side by side above).\n", flagged)
 	return tw.Flush()
 }
+
+// commas prints v with thousands separators ("6,944"), and small values
+// with 3 significant digits.
+func commas(v float64) string {
+	if math.Abs(v) < 100 {
+		return sig3(v)
+	}
+	digits := strconv.FormatFloat(math.Round(v), 'f', 0, 64)
+	var b strings.Builder
+	for i, c := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 && digits[i-1] != '-' {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func percent(u float64) string { return strconv.FormatFloat(100*u, 'f', -1, 64) + "%" }
 
 func formatSeed(f Figure) string {
 	if f.Seed == 0 {

@@ -5,22 +5,29 @@ import (
 	"time"
 )
 
-// Scenario is one seed's capacity case: its inputs, the figures computed from
-// them beside the seed's own, and the loads to size machines for.
+// Scenario is one capacity case: its inputs, the figures computed from them
+// (beside the seed's own, for the seeds' cases), the loads to size machines
+// for, the replication of its backends and the data it keeps.
 type Scenario struct {
-	Name    string   `json:"name"`
-	Inputs  []string `json:"inputs"`
-	Figures []Figure `json:"figures"`
-	Sizings []Sizing `json:"sizings"`
+	Name        string
+	Inputs      []string
+	Figures     []Figure
+	Sizings     []Sizing
+	Replication Replication
+	Storage     []Storage
 }
 
 // Scenarios returns the seeds' cases. Every figure is computed from the inputs
 // listed with it; the seed's figure is kept beside it, never copied into it.
 func Scenarios() []Scenario {
-	return []Scenario{
+	ss := []Scenario{
 		shortLink(), leaderboard(), hotList(), signIn(), orderPay(),
 		flashSale(), redPacket(), feed(), eCommerce(),
 	}
+	for i := range ss {
+		ss[i].Replication = defaultReplication
+	}
+	return ss
 }
 
 func shortLink() Scenario {
@@ -43,6 +50,7 @@ func shortLink() Scenario {
 			{What: "peak new codes/s", Peak: writes.Peak(), Measurement: "idgen.shortcode"},
 			{What: "peak redirects/s", Peak: reads.Peak(), Measurement: "shortlink.redirect"},
 		},
+		Storage: []Storage{{What: "links, 5 years", PerDay: links, RetentionDays: 5 * year, BytesPerRecord: bytesPer, On: TierMySQL}},
 	}
 }
 
@@ -60,6 +68,7 @@ func leaderboard() Scenario {
 			{Name: "sorted-set memory", Unit: "B", Value: players * bytesPer, Seed: 3.5 * GB},
 		},
 		Sizings: []Sizing{{What: "peak score writes/s", Peak: writes.Peak(), Measurement: "rank.add"}},
+		Storage: []Storage{{What: "board members", Records: players, BytesPerRecord: bytesPer, On: TierRedis}},
 	}
 }
 
@@ -76,6 +85,7 @@ func hotList() Scenario {
 			{Name: "item memory", Unit: "B", Value: items * bytesPer, Seed: 350 * MB},
 		},
 		Sizings: []Sizing{{What: "peak events/s", Peak: writes.Peak(), Measurement: "hotlist.event"}, {What: "peak list reads/s", Peak: reads.Peak(), Measurement: "hotlist.read"}},
+		Storage: []Storage{{What: "active items", Records: items, BytesPerRecord: bytesPer, On: TierRedis}},
 	}
 }
 
@@ -94,6 +104,10 @@ func signIn() Scenario {
 			{Name: "bitmaps per year", Unit: "B", Value: dau * bitmapBytes, Seed: 46 * MB},
 		},
 		Sizings: []Sizing{{What: "peak sign-ins/s", Peak: writes.Peak(), Measurement: "signin.sign"}},
+		Storage: []Storage{
+			{What: "sign-in records, 1 year", PerDay: dau, RetentionDays: year, BytesPerRecord: bytesPer, On: TierMySQL},
+			{What: "bitmaps, 1 year", Records: dau, BytesPerRecord: bitmapBytes, On: TierRedis},
+		},
 	}
 }
 
@@ -116,6 +130,7 @@ func orderPay() Scenario {
 			{What: "sale peak orders/s", Peak: sale.Peak(), Measurement: "order.create"},
 			{What: "sale peak order numbers/s", Peak: sale.Peak(), Measurement: "idgen.snowflake"},
 		},
+		Storage: []Storage{{What: "orders, 1 year", PerDay: dau * orderRate, RetentionDays: year, BytesPerRecord: bytesPer, On: TierMySQL}},
 	}
 }
 
@@ -152,6 +167,8 @@ func redPacket() Scenario {
 			{Name: "avg grabs", Unit: "/s", Value: grabLoad.Avg()},
 		},
 		Sizings: []Sizing{{What: "peak grabs/s", Peak: statedPeak, Measurement: "redpacket.grab"}},
+		// The seed gives storage per day and no retention.
+		Storage: []Storage{{What: "rows, 1 day", PerDay: rows, RetentionDays: 1, BytesPerRecord: bytesPer, On: TierMySQL}},
 	}
 }
 
@@ -172,6 +189,8 @@ func feed() Scenario {
 			{What: "peak post ids/s", Peak: writes.Peak(), Measurement: "idgen.snowflake"},
 			{What: "peak timeline reads/s", Peak: reads.Peak(), Measurement: "feed.read"},
 		},
+		// Images go to an object store, which this harness does not size.
+		Storage: []Storage{{What: "posts, 1 year", PerDay: dau * posts, RetentionDays: year, BytesPerRecord: postBytes, On: TierMySQL}},
 	}
 }
 
@@ -186,5 +205,6 @@ func eCommerce() Scenario {
 			{Name: "SKU cache", Unit: "B", Value: skus * skuBytes, Seed: 1 * GB},
 		},
 		Sizings: []Sizing{{What: "peak orders/s", Peak: load.Peak(), Measurement: "order.create"}},
+		Storage: []Storage{{What: "SKU cache", Records: skus, BytesPerRecord: skuBytes, On: TierRedis}},
 	}
 }

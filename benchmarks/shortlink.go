@@ -82,7 +82,8 @@ func shortlinkSetup(ctx context.Context, env *Env) (*shortlinkFixture, error) {
 
 // shortlinkResolve measures Resolve on one of its three paths.
 func shortlinkResolve(name, unit, path string) Measurement {
-	return Measurement{Name: name, Unit: unit, SQLBound: path == "sql", Setup: func(ctx context.Context, env *Env) (Prepared, error) {
+	tier := map[string]Tier{"local": TierApp, "redis": TierRedis, "sql": TierMySQL}[path]
+	return Measurement{Name: name, Unit: unit, SQLBound: path == "sql", Tier: tier, Setup: func(ctx context.Context, env *Env) (Prepared, error) {
 		f, err := shortlinkSetup(ctx, env)
 		if err != nil {
 			return Prepared{}, err
@@ -108,14 +109,14 @@ func shortlinkResolve(name, unit, path string) Measurement {
 			_, err := svc.Resolve(ctx, code)
 			return err
 		}
-		return Prepared{Op: op, Workers: 4, Backend: describe(f.redis.Kind, f.redis.Addrs...) + " + " + string(env.sql.Kind)}, nil
+		return Prepared{Op: op, Workers: 4, Backend: describeRedis(f.redis) + " + " + describeSQL(env.sql.Kind)}, nil
 	}}
 }
 
 // httpRedirects measures GET /{code} over loopback through h (nil: the
 // shortlink handler) with 8 keep-alive clients.
 func httpRedirects(name, unit string, bare bool) Measurement {
-	return Measurement{Name: name, Unit: unit, Setup: func(ctx context.Context, env *Env) (Prepared, error) {
+	return Measurement{Name: name, Unit: unit, Tier: TierApp, Setup: func(ctx context.Context, env *Env) (Prepared, error) {
 		f, err := shortlinkSetup(ctx, env)
 		if err != nil {
 			return Prepared{}, err
