@@ -5,11 +5,17 @@
 // them — printing the seed's own figure beside each computed one and flagging
 // those the inputs do not reproduce — then measures the throughput of every
 // built block on the chosen backends and prints how many machines each
-// scenario needs at its peak.
+// scenario needs at its peak: primaries = peak ÷ (measured per node ×
+// -utilisation), plus replicas, with the arithmetic of every line.
 //
 //	go run ./benchmarks                       # embedded backends
 //	go run ./benchmarks -redis 127.0.0.1:6379 -mysql 'root@tcp(127.0.0.1:3306)/'
 //	go run ./benchmarks -json > plan.json
+//	go run ./benchmarks -scenario benchmarks/examples.json   # your own system
+//	go run ./benchmarks -only rank.add,order.create          # a subset
+//
+// It exits 1 when a measurement fails or the run is interrupted, 2 for bad
+// flags or a bad scenario file.
 package main
 
 import (

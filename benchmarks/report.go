@@ -187,7 +187,7 @@ func (p Plan) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, v, unit, backend)
 	}
 	fmt.Fprintln(tw)
-	flagged := 0
+	flagged, seeded := 0, 0
 	for _, s := range p.Scenarios {
 		fmt.Fprintf(tw, "SCENARIO %s — %s; replicas per primary: Redis %d, MySQL %d\n",
 			strings.ToUpper(s.Name), strings.Join(s.Inputs, "; "), s.Replication.Redis, s.Replication.MySQL)
@@ -197,6 +197,11 @@ func (p Plan) WriteText(w io.Writer) error {
 			switch {
 			case f.Seed == 0:
 				check = "-"
+			default:
+				seeded++
+			}
+			switch {
+			case f.Seed == 0:
 			case !f.Agrees:
 				check = fmt.Sprintf("FLAG: seed is %.1f× what its own inputs give", f.Ratio)
 				flagged++
@@ -215,7 +220,9 @@ func (p Plan) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintln(tw)
 	}
-	fmt.Fprintf(tw, "%d seed figure(s) flagged: the seed's number does not follow from the seed's inputs (shown side by side above).\n", flagged)
+	if seeded > 0 {
+		fmt.Fprintf(tw, "%d seed figure(s) flagged: the seed's number does not follow from the seed's inputs (shown side by side above).\n", flagged)
+	}
 	return tw.Flush()
 }
 
