@@ -39,7 +39,8 @@ func cmpOr(a, b int) int {
 	return b
 }
 
-// openInboxes makes n readers active (an inbox holding only its marker).
+// openInboxes makes n readers active (an inbox and a pushed list holding
+// only their markers).
 func openInboxes(b *testing.B, r *testenv.Redis, s *feed.Service, n int) []string {
 	b.Helper()
 	ctx := context.Background()
@@ -49,6 +50,7 @@ func openInboxes(b *testing.B, r *testenv.Redis, s *feed.Service, n int) []strin
 		for i := start; i < min(n, start+5000); i++ {
 			users[i] = "f" + strconv.Itoa(i)
 			pipe.ZAdd(ctx, s.InboxKey(users[i]), redisZ(0, "~"))
+			pipe.RPush(ctx, s.PushedKey(users[i]), "~")
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			b.Fatal(err)
@@ -58,7 +60,7 @@ func openInboxes(b *testing.B, r *testenv.Redis, s *feed.Service, n int) []strin
 }
 
 // BenchmarkFanout applies chunks of 500 followers (HandleChunk's path: one
-// pipeline of push scripts) and, interleaved in the same run, a raw
+// pipeline of RPUSHX to the readers' pushed lists) and, interleaved in the same run, a raw
 // pipelined ZADD of the same ids into as many keys; it reports both rates
 // and their ratio.
 func BenchmarkFanout(b *testing.B) {
@@ -205,11 +207,13 @@ func BenchmarkMillionFollowers(b *testing.B) {
 		if err != nil || c.Handled() != followers/500 {
 			b.Fatalf("handled %d chunks: %v", c.Handled(), err)
 		}
-		// every inbox holds the post
+		// every inbox holds the post (in its pushed list, which the next
+		// read moves into the sorted set)
+		item := strconv.FormatInt(p.Score, 10) + ":" + strconv.FormatInt(p.ID, 10)
 		for lo := 0; lo < followers; lo += 10000 {
 			pipe := r.Client.Pipeline()
 			for _, u := range users[lo : lo+10000] {
-				pipe.ZScore(ctx, s.InboxKey(u), strconv.FormatInt(p.ID, 10))
+				pipe.LPos(ctx, s.PushedKey(u), item, redis.LPosArgs{})
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				b.Fatalf("an inbox lacks the post: %v", err)

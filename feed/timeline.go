@@ -236,9 +236,9 @@ func (s *Service) readInbox(ctx context.Context, reader string, pos position, fe
 	if pos.score > 0 {
 		max = strconv.FormatInt(pos.score, 10)
 	}
-	ks := []string{s.userKey(reader, "inbox"), s.userKey(reader, "following")}
+	ks := []string{s.userKey(reader, "inbox"), s.userKey(reader, "following"), s.userKey(reader, "pushed")}
 	for attempt := 0; ; attempt++ {
-		res, err := readScript.Run(ctx, s.rdb, ks, max, fetch, s.cfg.ActivePeriod.Milliseconds()).Slice()
+		res, err := readScript.Run(ctx, s.rdb, ks, max, fetch, s.cfg.ActivePeriod.Milliseconds(), s.cfg.InboxCap, s.cfg.InboxSlack).Slice()
 		if err != nil {
 			return nil, nil, fmt.Errorf("feed: read inbox: %w", err)
 		}
@@ -332,7 +332,7 @@ func (s *Service) rebuildFollowing(ctx context.Context, reader string) error {
 // gives at most max(20, 4×InboxCap/followees) posts.
 func (s *Service) rebuildInbox(ctx context.Context, reader string) error {
 	inbox := s.userKey(reader, "inbox")
-	if err := openScript.Run(ctx, s.rdb, []string{inbox}, s.cfg.ActivePeriod.Milliseconds()).Err(); err != nil {
+	if err := openScript.Run(ctx, s.rdb, []string{inbox, s.userKey(reader, "pushed")}, s.cfg.ActivePeriod.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("feed: open inbox: %w", err)
 	}
 	fs, err := s.followees(ctx, reader)
