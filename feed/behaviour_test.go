@@ -211,6 +211,25 @@ func TestInactiveReadersNotPushed(t *testing.T) {
 	}
 }
 
+// TestLostPushedList: an inbox whose pushed list a failover lost cannot be
+// pushed to, so the next read rebuilds it instead of trusting it.
+func TestLostPushedList(t *testing.T) {
+	f := newFixture(t, testenv.NewRedis(t), feed.Config{})
+	f.follow("reader", "alice")
+	f.timeline("reader", 10)
+	f.r.Client.Del(f.ctx, f.pushed("reader"))
+	p := f.post("alice", "lost")
+	f.fanout()
+	if got := f.timeline("reader", 10); !slices.Equal(got, []int64{p.ID}) {
+		t.Fatalf("reader sees %v, want [%d]", got, p.ID)
+	}
+	q := f.post("alice", "again")
+	f.fanout()
+	if got := f.timeline("reader", 10); !slices.Equal(got, []int64{q.ID, p.ID}) {
+		t.Fatalf("reader sees %v, want [%d %d]", got, q.ID, p.ID)
+	}
+}
+
 // TestInboxTrim: an inbox stays within cap+slack and keeps the newest.
 func TestInboxTrim(t *testing.T) {
 	f := newFixture(t, testenv.NewRedis(t), feed.Config{InboxCap: 10, InboxSlack: 3})
@@ -222,6 +241,9 @@ func TestInboxTrim(t *testing.T) {
 		f.fanout()
 		if n, _ := f.r.Client.ZCard(f.ctx, f.inbox("reader")).Result(); n-1 > 13 {
 			t.Fatalf("inbox holds %d entries, cap 10 + slack 3", n-1)
+		}
+		if n, _ := f.r.Client.LLen(f.ctx, f.pushed("reader")).Result(); n-1 > 13 {
+			t.Fatalf("pushed list holds %d entries, cap 10 + slack 3", n-1)
 		}
 	}
 	got := f.timeline("reader", 100)
@@ -236,7 +258,7 @@ func TestUserKeysShareSlot(t *testing.T) {
 	s := keys.NewSpace("ns:feed")
 	for _, u := range []string{"alice", "a{b}", "%7B", "u:1"} {
 		want := keys.Slot(s.Key("u:"+u, "inbox"))
-		for _, part := range []string{"following", "gen", "outbox", "followers"} {
+		for _, part := range []string{"following", "gen", "outbox", "followers", "pushed"} {
 			if keys.Slot(s.Key("u:"+u, part)) != want {
 				t.Fatalf("%s's %s is on another slot", u, part)
 			}

@@ -19,7 +19,8 @@
 //
 // Redis holds, per user (one hash tag "u:<user>", so every script's keys
 // share a slot): the inbox (sorted set of post ids scored by time, capped at
-// InboxCap, trimmed only past InboxCap+InboxSlack), the outbox (the user's
+// InboxCap, trimmed only past InboxCap+InboxSlack), the pushed list (the
+// posts fan-out appended since the last read, capped alike), the outbox (the user's
 // own recent post ids, capped at OutboxCap), the cached followees set, a
 // generation counter and the cached follower count; and per post its cached
 // detail. Posts are read through ristretto (LocalTTL) → Redis (CacheTTL)
@@ -33,17 +34,21 @@
 // fanout = 0, and RelayFanout (run it in a loop) reads its author's
 // followers from SQL and publishes Chunk messages of ChunkSize followers
 // (format documented on Chunk, version ChunkVersion), then marks the post.
-// HandleChunk, an outbox.Handler for kafka.Consumer, pushes the post into
-// every follower's inbox in one pipeline of push scripts. Only active
-// readers are pushed to: an inbox exists only for a reader who read within
-// ActivePeriod (its TTL, refreshed by every read), and the push script adds
-// only to an existing inbox. A returning reader's inbox is opened first
-// (fan-out pushes to it from then on) and then filled from the outboxes of
-// the accounts followed, so no post is missed in between.
+// HandleChunk, an outbox.Handler for kafka.Consumer, pushes the post to
+// every follower in one pipeline of RPUSHX to their pushed lists; each read
+// moves its reader's pushed list into the inbox (read.lua) before reading
+// it. Only active readers are pushed to: an inbox and its pushed list exist
+// only for a reader who read within ActivePeriod (their TTL, refreshed by
+// every read), and RPUSHX appends only to an existing list. A returning
+// reader's inbox is opened first (fan-out pushes to it from then on) and
+// then filled from the outboxes of the accounts followed, so no post is
+// missed in between. Pushing with a plain command rather than a script per
+// inbox costs the server a fraction of a ZADD per follower, which is what
+// bounds a large fan-out; the sorting is paid at read, only by readers.
 //
 // Delivery is at-least-once end to end, and that is enough: a chunk
-// applied twice changes nothing (an inbox is a set, scores come from the
-// post), so a consumer killed before its offset commit, a redelivered
+// applied twice changes nothing visible (an inbox is a set, scores come
+// from the post; a duplicate in a pushed list collapses when moved), so a consumer killed before its offset commit, a redelivered
 // message or a relay that publishes a post's chunks again duplicate nothing.
 // Malformed chunks are poison (ErrBadMessage, outbox.ErrPoison).
 //
@@ -73,7 +78,8 @@
 //
 // Inboxes, outboxes, followee sets and counts are caches: a Redis failover
 // that loses writes loses pushes (a reader's inbox misses a post until it
-// is rebuilt: delete the inbox, or it expires) and outbox entries (a
+// is rebuilt: delete the inbox, or it expires; an inbox whose pushed list
+// was lost is rebuilt at the next read) and outbox entries (a
 // celebrity's post is not pulled; publishing again with the same request id
 // restores it). The generation counter makes a followee set read from SQL
 // before a follow or unfollow and written after it fail instead of caching

@@ -25,8 +25,9 @@ func DecodeCursor(c string) (int64, int64, error) {
 // Promote registers user as a celebrity, for benchmarks that need many.
 func (s *Service) Promote(ctx context.Context, user string) error { return s.promote(ctx, user) }
 
-// InboxKey and OutboxKey name a user's keys, for benchmarks.
+// InboxKey, PushedKey and OutboxKey name a user's keys, for benchmarks.
 func (s *Service) InboxKey(user string) string  { return s.userKey(user, "inbox") }
+func (s *Service) PushedKey(user string) string { return s.userKey(user, "pushed") }
 func (s *Service) OutboxKey(user string) string { return s.userKey(user, "outbox") }
 
 // FollowersTable names the followee-side table of user, for bulk seeding.

@@ -3,15 +3,12 @@ package feed
 import (
 	"bytes"
 	"context"
-	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/casebook-dev/casebook/internal/luascript"
 	"github.com/casebook-dev/casebook/outbox"
 )
 
@@ -126,16 +123,10 @@ func (s *Service) fanout(ctx context.Context, pub outbox.Publisher, topic string
 	}
 }
 
-var (
-	//go:embed push.lua
-	pushLua    string
-	pushScript = redis.NewScript(pushLua)
-)
-
 // HandleChunk is the fan-out consumer, an outbox.Handler: it pushes the
-// chunk's post into the inbox of every follower who has one (the active
-// readers), in one pipeline. Malformed chunks are poison; a Redis error is
-// transient (the whole chunk is retried, which is idempotent).
+// chunk's post to every follower who has an inbox (the active readers), in
+// one pipeline. Malformed chunks are poison; a Redis error is transient (the
+// whole chunk is retried, which is idempotent).
 func (s *Service) HandleChunk(ctx context.Context, _, value []byte) error {
 	c, err := DecodeChunk(value)
 	if err != nil {
@@ -146,22 +137,42 @@ func (s *Service) HandleChunk(ctx context.Context, _, value []byte) error {
 }
 
 // Push applies one chunk and returns how many inboxes took the post.
+//
+// A push is one RPUSHX of "score:id" to the reader's pushed list, which
+// exists exactly while their inbox does (open creates both, a read refreshes
+// both), so RPUSHX is the "active readers only" test without a script: a
+// script call per inbox costs the server several times a ZADD. The next read
+// moves the list into the inbox (read.lua), where duplicates collapse, so a
+// chunk applied twice shows nothing twice. A list grown past
+// InboxCap+InboxSlack by an active reader who has not read meanwhile keeps
+// its last InboxCap pushes.
 func (s *Service) Push(ctx context.Context, c Chunk) (int, error) {
-	calls := make([]luascript.Call, len(c.Followers))
-	args := []any{c.Post, c.Score, s.cfg.InboxCap, s.cfg.InboxSlack}
+	item := strconv.FormatInt(c.Score, 10) + ":" + strconv.FormatInt(c.Post, 10)
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(c.Followers))
 	for i, f := range c.Followers {
-		calls[i] = luascript.Call{Script: pushScript, Keys: []string{s.userKey(f, "inbox")}, Args: args}
+		cmds[i] = pipe.RPushX(ctx, s.userKey(f, "pushed"), item)
 	}
-	cmds, err := luascript.RunAll(ctx, s.rdb, calls)
-	if err != nil {
+	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, fmt.Errorf("feed: push post %d: %w", c.Post, err)
 	}
 	n := 0
-	for _, cmd := range cmds {
-		if v, err := cmd.Int(); err == nil && v == 1 {
+	var trim redis.Pipeliner
+	for i, cmd := range cmds {
+		l := cmd.Val()
+		if l > 0 {
 			n++
-		} else if err != nil && !errors.Is(err, redis.Nil) {
-			return n, fmt.Errorf("feed: push post %d: %w", c.Post, err)
+		}
+		if l > int64(1+s.cfg.InboxCap+s.cfg.InboxSlack) {
+			if trim == nil {
+				trim = s.rdb.Pipeline()
+			}
+			trim.LTrim(ctx, s.userKey(c.Followers[i], "pushed"), int64(-s.cfg.InboxCap), -1)
+		}
+	}
+	if trim != nil {
+		if _, err := trim.Exec(ctx); err != nil {
+			return n, fmt.Errorf("feed: trim pushed posts: %w", err)
 		}
 	}
 	return n, nil

@@ -268,3 +268,7 @@ func TestFanoutThroughKafka(t *testing.T) {
 func (f *fixture) inbox(user string) string {
 	return keys.NewSpace(keys.Join(f.r.Namespace, "feed")).Key("u:"+user, "inbox")
 }
+
+func (f *fixture) pushed(user string) string {
+	return keys.NewSpace(keys.Join(f.r.Namespace, "feed")).Key("u:"+user, "pushed")
+}

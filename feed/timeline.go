@@ -138,9 +138,9 @@ func (s *Service) Timeline(ctx context.Context, reader, cursor string, limit int
 
 // candidates returns, in timeline order, the posts after pos that are
 // certainly the next ones: up to fetch from the inbox and from each followed
-// celebrity's outbox, merged, deduplicated and cut where a source that had
-// more stops. It also returns the reader's followees and whether any source
-// had more.
+// celebrity's outbox, merged, deduplicated, cut where a source that had
+// more stops and then to fetch entries. It also returns the reader's
+// followees and whether there is more.
 func (s *Service) candidates(ctx context.Context, reader string, pos position, fetch int, reg map[string]int64) ([]entry, map[string]bool, bool, error) {
 	inbox, following, err := s.readInbox(ctx, reader, pos, fetch)
 	if err != nil {
@@ -187,24 +187,46 @@ func (s *Service) candidates(ctx context.Context, reader string, pos position, f
 		}
 	}
 	after := entry{id: strconv.FormatInt(pos.id, 10), score: pos.score}
-	seen := map[string]bool{}
-	var out []entry
+	n := 0
+	for _, src := range sources {
+		n += len(src)
+	}
+	out := make([]entry, 0, n)
 	for _, src := range sources {
 		for _, e := range src {
-			if seen[e.id] || (pos.score > 0 && !before(after, e)) || (bound != nil && before(*bound, e)) {
+			if (pos.score > 0 && !before(after, e)) || (bound != nil && before(*bound, e)) {
 				continue
 			}
-			seen[e.id] = true
 			out = append(out, e)
 		}
 	}
 	slices.SortFunc(out, func(a, b entry) int {
+		if a.id == b.id {
+			return 0
+		}
 		if before(a, b) {
 			return -1
 		}
 		return 1
 	})
-	return out, following, bound != nil, nil
+	// A post in several sources has the same score in each, so its copies
+	// are adjacent; keep one, remembering whether the inbox held it.
+	k := 0
+	for i, e := range out {
+		if i > 0 && e.id == out[k-1].id {
+			out[k-1].inbox = out[k-1].inbox || e.inbox
+			continue
+		}
+		out[k] = e
+		k++
+	}
+	out = out[:k]
+	// Only the first fetch are needed this round: hydrating more is waste.
+	more := bound != nil
+	if len(out) > fetch {
+		out, more = out[:fetch], true
+	}
+	return out, following, more, nil
 }
 
 // readInbox returns up to fetch inbox entries at or below pos's score and the
@@ -214,9 +236,9 @@ func (s *Service) readInbox(ctx context.Context, reader string, pos position, fe
 	if pos.score > 0 {
 		max = strconv.FormatInt(pos.score, 10)
 	}
-	ks := []string{s.userKey(reader, "inbox"), s.userKey(reader, "following")}
+	ks := []string{s.userKey(reader, "inbox"), s.userKey(reader, "following"), s.userKey(reader, "pushed")}
 	for attempt := 0; ; attempt++ {
-		res, err := readScript.Run(ctx, s.rdb, ks, max, fetch, s.cfg.ActivePeriod.Milliseconds()).Slice()
+		res, err := readScript.Run(ctx, s.rdb, ks, max, fetch, s.cfg.ActivePeriod.Milliseconds(), s.cfg.InboxCap, s.cfg.InboxSlack).Slice()
 		if err != nil {
 			return nil, nil, fmt.Errorf("feed: read inbox: %w", err)
 		}
@@ -310,7 +332,7 @@ func (s *Service) rebuildFollowing(ctx context.Context, reader string) error {
 // gives at most max(20, 4×InboxCap/followees) posts.
 func (s *Service) rebuildInbox(ctx context.Context, reader string) error {
 	inbox := s.userKey(reader, "inbox")
-	if err := openScript.Run(ctx, s.rdb, []string{inbox}, s.cfg.ActivePeriod.Milliseconds()).Err(); err != nil {
+	if err := openScript.Run(ctx, s.rdb, []string{inbox, s.userKey(reader, "pushed")}, s.cfg.ActivePeriod.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("feed: open inbox: %w", err)
 	}
 	fs, err := s.followees(ctx, reader)
