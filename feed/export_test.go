@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/jmoiron/sqlx"
+
+	"github.com/casebook-dev/casebook/internal/gene"
 )
 
 // FollowsTable exposes the follower-side table of user, for tests that
@@ -33,5 +35,5 @@ func (s *Service) OutboxKey(user string) string { return s.userKey(user, "outbox
 // FollowersTable names the followee-side table of user, for bulk seeding.
 func (s *Service) FollowersTable(user string) (*sqlx.DB, string) {
 	sh := s.shardOfUser(user)
-	return sh.DB, sibling(sh, "feed_followers")
+	return sh.DB, gene.Sibling(sh, "feed_followers")
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/keys"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
@@ -118,9 +119,8 @@ type Service struct {
 	local  *ristretto.Cache[int64, *Post]
 	flight singleflight.Group
 
-	idMu   sync.Mutex
-	ids    *idgen.Segment
-	closed bool
+	ids       *gene.IDs
+	closeOnce sync.Once
 
 	reg registry
 	wg  sync.WaitGroup
@@ -158,10 +158,10 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
-	total := len(dbs) * cfg.TablesPerDB
+	if err := gene.CheckLayout(dbs, cfg.TablesPerDB); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	switch {
-	case cfg.TablesPerDB < 1 || total > 1<<16 || total&(total-1) != 0:
-		return nil, fmt.Errorf("%w: %d databases × %d tables: the total must be a power of two ≤ 65536", ErrConfig, len(dbs), cfg.TablesPerDB)
 	case cfg.InboxCap < 1 || cfg.InboxSlack < 1 || cfg.OutboxCap < 1 || cfg.ChunkSize < 1 || cfg.ChunkSize > 10_000:
 		return nil, fmt.Errorf("%w: inbox cap %d, slack %d, outbox cap %d, chunk %d", ErrConfig, cfg.InboxCap, cfg.InboxSlack, cfg.OutboxCap, cfg.ChunkSize)
 	case cfg.ActivePeriod < time.Second || cfg.RegistryRefresh < time.Millisecond || cfg.MaxFanoutDelay <= 0:
@@ -183,8 +183,8 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	s := &Service{rdb: rdb, dbs: dbs, cfg: cfg, posts: posts, users: users, genes: idgen.Genes{Bits: 16},
-		space: keys.NewSpace(keys.Join(cfg.Namespace, "feed")), idSrc: idSrc}
+	s := &Service{rdb: rdb, dbs: dbs, cfg: cfg, posts: posts, users: users, genes: gene.Genes,
+		space: keys.NewSpace(keys.Join(cfg.Namespace, "feed")), idSrc: idSrc, ids: gene.NewIDs(idSrc, keys.Join(cfg.Namespace, "post"), 1000)}
 	if cfg.LocalTTL > 0 {
 		s.local, err = ristretto.NewCache(&ristretto.Config[int64, *Post]{NumCounters: 10 * cfg.LocalCost, MaxCost: cfg.LocalCost, BufferItems: 64})
 		if err != nil {
@@ -197,59 +197,28 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 // Close stops the id lease, the registry refresh and the local cache; safe
 // to call twice.
 func (s *Service) Close() error {
-	s.idMu.Lock()
-	if s.closed {
-		s.idMu.Unlock()
-		return nil
-	}
-	s.closed = true
-	if s.ids != nil {
+	s.closeOnce.Do(func() {
 		s.ids.Close()
-	}
-	s.idMu.Unlock()
-	s.wg.Wait()
-	if s.local != nil {
-		s.local.Close()
-	}
+		s.wg.Wait()
+		if s.local != nil {
+			s.local.Close()
+		}
+	})
 	return nil
 }
 
 // newID returns a post id carrying author's gene, from an SQL-leased
 // segment: it never repeats whatever Redis forgets.
 func (s *Service) newID(ctx context.Context, author string) (int64, error) {
-	s.idMu.Lock()
-	if s.closed {
-		s.idMu.Unlock()
-		return 0, fmt.Errorf("%w: service closed", ErrConfig)
-	}
-	if s.ids == nil {
-		var err error
-		if s.ids, err = idgen.NewSegment(ctx, s.idSrc, idgen.SegmentConfig{Tag: keys.Join(s.cfg.Namespace, "post"), Step: 1000}); err != nil {
-			s.idMu.Unlock()
-			return 0, fmt.Errorf("feed: id segment: %w", err)
-		}
-	}
-	ids := s.ids
-	s.idMu.Unlock()
-	base, err := ids.Next(ctx)
+	id, err := s.ids.Next(ctx, s.genes.Of(author))
 	if err != nil {
-		return 0, fmt.Errorf("feed: next id: %w", err)
+		return 0, fmt.Errorf("feed: %w", err)
 	}
-	return s.genes.Make(base, s.genes.Of(author))
+	return id, nil
 }
 
 func (s *Service) shardOfUser(user string) shard.Shard { return s.users.ByGene(s.genes.Of(user)) }
 func (s *Service) shardOfPost(id int64) shard.Shard    { return s.posts.ByGene(s.genes.Gene(id)) }
-
-// sibling is the table logical beside sh: sibling(feed_follows_007, "feed_blocks").
-func sibling(sh shard.Shard, logical string) string {
-	for i := len(sh.Table) - 1; i >= 0; i-- {
-		if sh.Table[i] == '_' {
-			return logical + sh.Table[i:]
-		}
-	}
-	return logical
-}
 
 // A user's keys share the tag "u:<user>": inbox (sorted set of post ids
 // scored by time, with a state marker), following (set of followees, a
@@ -261,13 +230,8 @@ func (s *Service) userKey(user, part string) string { return s.space.Key("u:"+us
 func (s *Service) postKey(id int64) string { return s.space.Key("p:" + strconv.FormatInt(id, 10)) }
 
 func validUser(user string) error {
-	if user == "" || len(user) > 64 {
-		return fmt.Errorf("%w: user id of %d bytes (1..64)", ErrInvalid, len(user))
-	}
-	for i := range len(user) {
-		if c := user[i]; c < 0x21 || c > 0x7e {
-			return fmt.Errorf("%w: user id byte %#x (printable ASCII only)", ErrInvalid, c)
-		}
+	if err := gene.ValidID(user); err != nil {
+		return fmt.Errorf("%w: user %w", ErrInvalid, err)
 	}
 	if user == marker {
 		return fmt.Errorf("%w: user id %q is reserved", ErrInvalid, user)

@@ -10,6 +10,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 )
 
@@ -62,7 +63,7 @@ func (s *Service) Follow(ctx context.Context, follower, followee string) error {
 // updates Redis. Safe to run again.
 func (s *Service) finishFollow(ctx context.Context, follower, followee string) error {
 	fs := s.shardOfUser(followee)
-	if _, err := fs.DB.ExecContext(ctx, insertIgnore(fs.DB)+` INTO `+sibling(fs, "feed_followers")+` (followee, follower) VALUES (?, ?)`, followee, follower); err != nil {
+	if _, err := fs.DB.ExecContext(ctx, insertIgnore(fs.DB)+` INTO `+gene.Sibling(fs, "feed_followers")+` (followee, follower) VALUES (?, ?)`, followee, follower); err != nil {
 		return fmt.Errorf("feed: follow (followee side): %w", err)
 	}
 	if err := s.forgetCount(ctx, followee); err != nil {
@@ -127,7 +128,7 @@ func (s *Service) finishUnfollow(ctx context.Context, follower, followee string)
 		return err
 	}
 	fs := s.shardOfUser(followee)
-	if _, err := fs.DB.ExecContext(ctx, `DELETE FROM `+sibling(fs, "feed_followers")+` WHERE followee = ? AND follower = ?`, followee, follower); err != nil {
+	if _, err := fs.DB.ExecContext(ctx, `DELETE FROM `+gene.Sibling(fs, "feed_followers")+` WHERE followee = ? AND follower = ?`, followee, follower); err != nil {
 		return fmt.Errorf("feed: unfollow (followee side): %w", err)
 	}
 	if err := s.forgetCount(ctx, followee); err != nil {
@@ -147,7 +148,7 @@ func (s *Service) Block(ctx context.Context, blocker, blocked string) error {
 		return err
 	}
 	sh := s.shardOfUser(blocker)
-	if _, err := sh.DB.ExecContext(ctx, insertIgnore(sh.DB)+` INTO `+sibling(sh, "feed_blocks")+` (blocker, blocked, created_at) VALUES (?, ?, ?)`,
+	if _, err := sh.DB.ExecContext(ctx, insertIgnore(sh.DB)+` INTO `+gene.Sibling(sh, "feed_blocks")+` (blocker, blocked, created_at) VALUES (?, ?, ?)`,
 		blocker, blocked, s.nowMs()); err != nil {
 		return fmt.Errorf("feed: block: %w", err)
 	}
@@ -159,7 +160,7 @@ func (s *Service) refuseBlocked(ctx context.Context, a, b string) error {
 	for _, p := range [][2]string{{a, b}, {b, a}} {
 		sh := s.shardOfUser(p[0])
 		var n int
-		if err := sh.DB.GetContext(ctx, &n, `SELECT COUNT(*) FROM `+sibling(sh, "feed_blocks")+` WHERE blocker = ? AND blocked = ?`, p[0], p[1]); err != nil {
+		if err := sh.DB.GetContext(ctx, &n, `SELECT COUNT(*) FROM `+gene.Sibling(sh, "feed_blocks")+` WHERE blocker = ? AND blocked = ?`, p[0], p[1]); err != nil {
 			return fmt.Errorf("feed: read blocks: %w", err)
 		}
 		if n > 0 {
@@ -197,7 +198,7 @@ func (s *Service) Followers(ctx context.Context, user, after string, limit int) 
 func (s *Service) followers(ctx context.Context, user, after string, limit int) ([]string, error) {
 	sh := s.shardOfUser(user)
 	var out []string
-	err := sh.DB.SelectContext(ctx, &out, `SELECT follower FROM `+sibling(sh, "feed_followers")+` WHERE followee = ? AND follower > ? ORDER BY follower LIMIT ?`,
+	err := sh.DB.SelectContext(ctx, &out, `SELECT follower FROM `+gene.Sibling(sh, "feed_followers")+` WHERE followee = ? AND follower > ? ORDER BY follower LIMIT ?`,
 		user, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("feed: followers of %s: %w", user, err)
@@ -223,7 +224,7 @@ func (s *Service) FollowerCount(ctx context.Context, user string) (int64, error)
 	v, err, _ := s.flight.Do("count:"+user, func() (any, error) {
 		sh := s.shardOfUser(user)
 		var n int64
-		if err := sh.DB.GetContext(ctx, &n, `SELECT COUNT(*) FROM `+sibling(sh, "feed_followers")+` WHERE followee = ?`, user); err != nil {
+		if err := sh.DB.GetContext(ctx, &n, `SELECT COUNT(*) FROM `+gene.Sibling(sh, "feed_followers")+` WHERE followee = ?`, user); err != nil {
 			return int64(0), fmt.Errorf("feed: count followers of %s: %w", user, err)
 		}
 		s.rdb.SetNX(ctx, key, n, s.cfg.CacheTTL) // a miss next time costs one COUNT
@@ -337,7 +338,7 @@ func (s *Service) SeedFollows(ctx context.Context, pairs [][2]string) error {
 		}
 		fs, es := s.shardOfUser(p[0]), s.shardOfUser(p[1])
 		add(fs.DB, fs.Table, "(follower, followee, state, mirrored, updated_at)", p[0], p[1], stateFollowing, 1, now)
-		add(es.DB, sibling(es, "feed_followers"), "(followee, follower)", p[1], p[0])
+		add(es.DB, gene.Sibling(es, "feed_followers"), "(followee, follower)", p[1], p[0])
 	}
 	for _, g := range groups {
 		for start := 0; start < len(g.vals); start += 500 {

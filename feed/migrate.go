@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
@@ -22,8 +23,8 @@ func userTables(sh shard.Shard) []sqlutil.Table {
 		mirrored INT NOT NULL,
 		updated_at BIGINT NOT NULL,
 		PRIMARY KEY (follower, followee)`, Indexes: []string{"ix_unmirrored (mirrored, updated_at)"}},
-		{Name: sibling(sh, "feed_followers"), Columns: `followee {{key}} NOT NULL, follower {{key}} NOT NULL, PRIMARY KEY (followee, follower)`},
-		{Name: sibling(sh, "feed_blocks"), Columns: `blocker {{key}} NOT NULL, blocked {{key}} NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY (blocker, blocked)`},
+		{Name: gene.Sibling(sh, "feed_followers"), Columns: `followee {{key}} NOT NULL, follower {{key}} NOT NULL, PRIMARY KEY (followee, follower)`},
+		{Name: gene.Sibling(sh, "feed_blocks"), Columns: `blocker {{key}} NOT NULL, blocked {{key}} NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY (blocker, blocked)`},
 	}
 }
 
