@@ -103,6 +103,10 @@ func TestSizingArithmetic(t *testing.T) {
 
 // The JSON plan's schema: what a program reading `-json` may rely on.
 func TestJSONSchema(t *testing.T) {
+	// Embedded backends, whatever the environment names: a server the user
+	// names keeps its address in the report, a spawned one must not.
+	t.Setenv("CASEBOOK_REDIS_ADDR", "")
+	t.Setenv("CASEBOOK_MYSQL_DSN", "")
 	var out, errs bytes.Buffer
 	if code := run(context.Background(), []string{"-json", "-duration", "10ms", "-allow-embedded"}, &out, &errs); code != 0 {
 		t.Fatalf("exit %d; stderr: %s", code, errs.String())

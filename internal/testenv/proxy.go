@@ -23,9 +23,9 @@ type Proxy struct {
 	cuts   atomic.Int64
 
 	mu     sync.Mutex
-	marker []byte // nil: any request
-	nth    int    // requests (with the marker) to let through before the one to lose, plus one
-	armed  bool
+	drops  int    // DropReplies: replies still to lose, to any request
+	marker []byte // DropReplyTo: the request to lose the reply of contains it
+	nth    int    // DropReplyTo: matching requests until that one
 }
 
 // NewProxy proxies to target until the test ends.
@@ -49,18 +49,21 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	return p
 }
 
-// DropReplies makes the reply to the next request lost (n > 1: the nth
-// request from now).
-func (p *Proxy) DropReplies(n int) { p.arm(nil, n) }
-
-// DropReplyTo makes the reply to the nth request from now that contains
-// marker (a key, an argument) lost.
-func (p *Proxy) DropReplyTo(marker string, nth int) { p.arm([]byte(marker), nth) }
-
-func (p *Proxy) arm(marker []byte, nth int) {
+// DropReplies makes the replies to the next n requests lost, whatever they
+// are — a retried command included, so n larger than the client's retries
+// makes the call fail (0 disarms).
+func (p *Proxy) DropReplies(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.marker, p.nth, p.armed = marker, nth, nth > 0
+	p.drops, p.marker = n, nil
+}
+
+// DropReplyTo makes the reply to the nth request from now that contains
+// marker (a key, an argument) lost, and only that one.
+func (p *Proxy) DropReplyTo(marker string, nth int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drops, p.marker, p.nth = 0, []byte(marker), nth
 }
 
 // Cuts returns how many replies were lost so far.
@@ -71,13 +74,17 @@ func (p *Proxy) Cuts() int64 { return p.cuts.Load() }
 func (p *Proxy) matches(req []byte) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.armed || p.marker != nil && !bytes.Contains(req, p.marker) {
+	if p.drops > 0 {
+		p.drops--
+		return true
+	}
+	if p.marker == nil || !bytes.Contains(req, p.marker) {
 		return false
 	}
 	if p.nth--; p.nth > 0 {
 		return false
 	}
-	p.armed = false
+	p.marker = nil
 	return true
 }
 
