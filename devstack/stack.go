@@ -51,7 +51,36 @@ func FromEnv() Env {
 type Stack struct {
 	Redis *Redis
 	Kafka *Kafka
-	SQL   *SQL
+	SQL   *SQL   // Open's one database
+	SQLs  []*SQL // OpenSharded's databases
+}
+
+// DBs returns the pools of OpenSharded's databases, in order.
+func (s *Stack) DBs() []*sqlx.DB {
+	dbs := make([]*sqlx.DB, len(s.SQLs))
+	for i, q := range s.SQLs {
+		dbs[i] = q.DB
+	}
+	return dbs
+}
+
+// OpenSharded is Open with n databases (see Env.OpenSQLs) instead of one,
+// for the blocks that shard over several.
+func OpenSharded(ctx context.Context, env Env, name string, n int, w io.Writer) (*Stack, error) {
+	s := &Stack{}
+	var err error
+	if s.Redis, err = env.OpenRedis(ctx, w); err != nil {
+		return nil, err
+	}
+	if s.Kafka, err = OpenKafka(env.KafkaBrokers); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if s.SQLs, err = env.OpenSQLs(ctx, name, n); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Open opens what env names and embedded stand-ins for the rest: Redis is
@@ -180,6 +209,9 @@ func (s *Stack) Close() error {
 	var errs []error
 	if s.SQL != nil {
 		errs = append(errs, s.SQL.Close())
+	}
+	for _, q := range s.SQLs {
+		errs = append(errs, q.Close())
 	}
 	if s.Kafka != nil {
 		errs = append(errs, s.Kafka.Close())

@@ -2,7 +2,7 @@ package feed_test
 
 import (
 	"context"
-	"slices"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,21 +141,13 @@ func BenchmarkTimeline(b *testing.B) {
 	}
 	mem, _ := r.Client.MemoryUsage(ctx, s.InboxKey(reader)).Result()
 	n, _ := r.Client.ZCard(ctx, s.InboxKey(reader)).Result()
-	lat := make([]time.Duration, 0, b.N)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		start := time.Now()
+	testenv.Latencies(b, func() error {
 		p, err := s.Timeline(ctx, reader, "", 20)
-		if err != nil || len(p.Posts) != 20 {
-			b.Fatalf("%d posts: %v", len(p.Posts), err)
+		if err == nil && len(p.Posts) != 20 {
+			err = fmt.Errorf("%d posts", len(p.Posts))
 		}
-		lat = append(lat, time.Since(start))
-	}
-	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		return err
+	})
 	b.ReportMetric(float64(mem)/float64(n), "inbox-B/entry")
 }
 

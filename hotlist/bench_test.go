@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -191,7 +190,7 @@ func BenchmarkTop64(b *testing.B) {
 	} {
 		l := populate(b, r, "top-"+c.name, c.model, 64, 1000, c.uniform, c.unbuilt)
 		b.Run(c.name, func(b *testing.B) {
-			latencies(b, func() error {
+			testenv.Latencies(b, func() error {
 				top, err := l.Top(ctx, 100)
 				if err == nil && len(top) != 100 {
 					err = fmt.Errorf("top has %d entries", len(top))
@@ -207,7 +206,7 @@ func BenchmarkTop64(b *testing.B) {
 			epoch, _ := strconv.Atoi(r.Client.HGet(ctx, r.Namespace+":"+tag+":meta", "epoch").Val())
 			keys[p] = r.Namespace + ":" + tag + ":heat:" + strconv.Itoa(epoch%2)
 		}
-		latencies(b, func() error {
+		testenv.Latencies(b, func() error {
 			pipe := r.Client.Pipeline()
 			for _, k := range keys {
 				pipe.ZRevRangeWithScores(ctx, k, 0, 2*100/64+4-1)
@@ -216,20 +215,4 @@ func BenchmarkTop64(b *testing.B) {
 			return err
 		})
 	})
-}
-
-// latencies runs op b.N times and reports the median and p99 in ms.
-func latencies(b *testing.B, op func() error) {
-	b.ReportAllocs()
-	var ds []time.Duration
-	for b.Loop() {
-		start := time.Now()
-		if err := op(); err != nil {
-			b.Fatal(err)
-		}
-		ds = append(ds, time.Since(start))
-	}
-	slices.Sort(ds)
-	b.ReportMetric(float64(ds[len(ds)/2])/1e6, "p50-ms")
-	b.ReportMetric(float64(ds[len(ds)*99/100])/1e6, "p99-ms")
 }

@@ -102,15 +102,7 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 	if rdb == nil || len(dbs) == 0 {
 		return nil, fmt.Errorf("%w: a Redis client and at least one database are required", ErrConfig)
 	}
-	for _, db := range dbs {
-		if err := sqlutil.Check(db, "order"); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-		if db.DriverName() != dbs[0].DriverName() {
-			return nil, fmt.Errorf("%w: databases mix drivers %q and %q", ErrConfig, dbs[0].DriverName(), db.DriverName())
-		}
-	}
-	if err := gene.CheckLayout(dbs, cfg.TablesPerDB); err != nil {
+	if err := gene.CheckDatabases(dbs, cfg.TablesPerDB, "order"); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	switch {

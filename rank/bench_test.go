@@ -3,7 +3,6 @@ package rank_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -107,7 +106,7 @@ func BenchmarkTopCached(b *testing.B) {
 func BenchmarkTopSharded64(b *testing.B) {
 	ctx := context.Background()
 	board := populated(b, testenv.NewRedis(b), "top64", 64, 50000)
-	latencies(b, func() error {
+	testenv.Latencies(b, func() error {
 		top, err := board.Top(ctx, 100)
 		if err == nil && len(top) != 100 {
 			err = fmt.Errorf("top has %d entries", len(top))
@@ -120,27 +119,11 @@ func BenchmarkRankSharded64(b *testing.B) {
 	ctx := context.Background()
 	board := populated(b, testenv.NewRedis(b), "rank64", 64, 50000)
 	i := 0
-	latencies(b, func() error {
+	testenv.Latencies(b, func() error {
 		i++
 		_, err := board.Rank(ctx, "p"+strconv.Itoa(i*7919%50000))
 		return err
 	})
-}
-
-// latencies runs op b.N times and reports the median and p99 in ms.
-func latencies(b *testing.B, op func() error) {
-	b.ReportAllocs()
-	var ds []time.Duration
-	for b.Loop() {
-		start := time.Now()
-		if err := op(); err != nil {
-			b.Fatal(err)
-		}
-		ds = append(ds, time.Since(start))
-	}
-	slices.Sort(ds)
-	b.ReportMetric(float64(ds[len(ds)/2])/1e6, "p50-ms")
-	b.ReportMetric(float64(ds[len(ds)*99/100])/1e6, "p99-ms")
 }
 
 func populated(b *testing.B, r *testenv.Redis, name string, shards, members int) *rank.Board {

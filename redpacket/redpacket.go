@@ -110,12 +110,7 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 	if rdb == nil || len(dbs) == 0 {
 		return nil, fmt.Errorf("%w: a Redis client and at least one database are required", ErrConfig)
 	}
-	for _, db := range dbs {
-		if err := sqlutil.Check(db, "redpacket"); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-	}
-	if err := gene.CheckLayout(dbs, cfg.TablesPerDB); err != nil {
+	if err := gene.CheckDatabases(dbs, cfg.TablesPerDB, "redpacket"); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	switch {

@@ -37,7 +37,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/feed"
@@ -56,26 +55,12 @@ func run(ctx context.Context) error {
 		return errors.New("-users must be at least 10")
 	}
 
-	env := devstack.FromEnv()
-	r, err := env.OpenRedis(ctx, os.Stderr)
+	st, err := devstack.OpenSharded(ctx, devstack.FromEnv(), "casebook_feed", 4, os.Stderr)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	sqls, err := env.OpenSQLs(ctx, "casebook_feed", 4)
-	if err != nil {
-		return err
-	}
-	dbs := make([]*sqlx.DB, len(sqls))
-	for i, s := range sqls {
-		defer s.Close()
-		dbs[i] = s.DB
-	}
-	k, err := devstack.OpenKafka(env.KafkaBrokers)
-	if err != nil {
-		return err
-	}
-	defer k.Close()
+	defer st.Close()
+	r, k, sqls, dbs := st.Redis, st.Kafka, st.SQLs, st.DBs()
 
 	ns := "casebook-example-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	defer devstack.DeleteKeys(context.WithoutCancel(ctx), r.Client, ns+"*")

@@ -25,8 +25,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/kafka"
 	"github.com/casebook-dev/casebook/order"
@@ -40,26 +38,12 @@ func main() {
 }
 
 func run(ctx context.Context, n int, payTimeout time.Duration) error {
-	env := devstack.FromEnv()
-	r, err := env.OpenRedis(ctx, os.Stderr)
+	st, err := devstack.OpenSharded(ctx, devstack.FromEnv(), "casebook_order", 8, os.Stderr)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	sqls, err := env.OpenSQLs(ctx, "casebook_order", 8)
-	if err != nil {
-		return err
-	}
-	dbs := make([]*sqlx.DB, len(sqls))
-	for i, s := range sqls {
-		defer s.Close()
-		dbs[i] = s.DB
-	}
-	k, err := devstack.OpenKafka(env.KafkaBrokers)
-	if err != nil {
-		return err
-	}
-	defer k.Close()
+	defer st.Close()
+	r, k, sqls, dbs := st.Redis, st.Kafka, st.SQLs, st.DBs()
 	fmt.Printf("8 databases × 8 tables on %s: %s … %s\n", sqls[0].Kind, sqls[0].Name, sqls[7].Name)
 
 	ns := "casebook-example-" + strconv.FormatInt(time.Now().UnixNano(), 36)

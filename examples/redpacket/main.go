@@ -22,8 +22,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/kafka"
 	"github.com/casebook-dev/casebook/outbox"
@@ -33,26 +31,12 @@ import (
 func main() { devstack.Run(run) }
 
 func run(ctx context.Context) error {
-	env := devstack.FromEnv()
-	r, err := env.OpenRedis(ctx, os.Stderr)
+	st, err := devstack.OpenSharded(ctx, devstack.FromEnv(), "casebook_redpacket", 4, os.Stderr)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	sqls, err := env.OpenSQLs(ctx, "casebook_redpacket", 4)
-	if err != nil {
-		return err
-	}
-	dbs := make([]*sqlx.DB, len(sqls))
-	for i, s := range sqls {
-		defer s.Close()
-		dbs[i] = s.DB
-	}
-	k, err := devstack.OpenKafka(env.KafkaBrokers)
-	if err != nil {
-		return err
-	}
-	defer k.Close()
+	defer st.Close()
+	r, k, sqls, dbs := st.Redis, st.Kafka, st.SQLs, st.DBs()
 
 	// The clock starts now; the example moves it 25 hours on for the
 	// refunds instead of waiting.

@@ -14,6 +14,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
 
@@ -23,13 +24,28 @@ const Bits = 16
 // Genes are the block's gene ids.
 var Genes = idgen.Genes{Bits: Bits}
 
-// CheckLayout returns an error unless len(dbs) × tablesPerDB is a power of
-// two ≤ 65,536, so that an id's gene (its low bits) routes it: gene % T is
-// the table of a key whose hash is gene when T divides 2^Bits.
-func CheckLayout(dbs []*sqlx.DB, tablesPerDB int) error {
-	total := len(dbs) * tablesPerDB
-	if len(dbs) == 0 || tablesPerDB < 1 || total > 1<<Bits || total&(total-1) != 0 {
-		return fmt.Errorf("%d databases × %d tables: the total must be a power of two ≤ %d", len(dbs), tablesPerDB, 1<<Bits)
+// CheckDatabases readies the block's databases (sqlutil.Check), requires
+// them to share one driver (the block speaks one dialect to all), and checks
+// the layout (see checkLayout).
+func CheckDatabases(dbs []*sqlx.DB, tablesPerDB int, block string) error {
+	for _, db := range dbs {
+		if err := sqlutil.Check(db, block); err != nil {
+			return err
+		}
+		if db.DriverName() != dbs[0].DriverName() {
+			return fmt.Errorf("%s: databases mix drivers %q and %q", block, dbs[0].DriverName(), db.DriverName())
+		}
+	}
+	return checkLayout(len(dbs), tablesPerDB)
+}
+
+// checkLayout returns an error unless dbs × tablesPerDB is a power of two ≤
+// 65,536, so that an id's gene (its low bits) routes it: gene % T is the
+// table of a key whose hash is gene when T divides 2^Bits.
+func checkLayout(dbs, tablesPerDB int) error {
+	total := dbs * tablesPerDB
+	if dbs == 0 || tablesPerDB < 1 || total > 1<<Bits || total&(total-1) != 0 {
+		return fmt.Errorf("%d databases × %d tables: the total must be a power of two ≤ %d", dbs, tablesPerDB, 1<<Bits)
 	}
 	return nil
 }

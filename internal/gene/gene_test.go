@@ -3,18 +3,15 @@ package gene
 import (
 	"testing"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/casebook-dev/casebook/shard"
 )
 
 func TestLayoutAndNames(t *testing.T) {
-	dbs := func(n int) []*sqlx.DB { return make([]*sqlx.DB, n) }
 	for _, c := range []struct {
 		dbs, perDB int
 		ok         bool
 	}{{8, 8, true}, {1, 1, true}, {4, 2, true}, {3, 8, false}, {8, 3, false}, {0, 8, false}, {8, 0, false}, {256, 512, false}} {
-		if err := CheckLayout(dbs(c.dbs), c.perDB); (err == nil) != c.ok {
+		if err := checkLayout(c.dbs, c.perDB); (err == nil) != c.ok {
 			t.Errorf("%d × %d: %v", c.dbs, c.perDB, err)
 		}
 	}
