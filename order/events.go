@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/outbox"
 )
 
@@ -123,7 +125,14 @@ func (s *Service) RelayOutbox(ctx context.Context, pub outbox.Publisher, topic s
 
 func (s *Service) relayDB(ctx context.Context, db *sqlx.DB, pub outbox.Publisher, topic string, batch int) (int, error) {
 	sent := 0
-	err := inTx(ctx, db, func(tx *sqlx.Tx) error {
+	// READ COMMITTED: no gap locks, so relays claiming disjoint rows never
+	// deadlock on the index gaps — a deadlock would roll back a batch
+	// already published and publish it again.
+	var opts *sql.TxOptions
+	if s.isMySQL() {
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	err := sqlutil.InTxOpts(ctx, db, opts, func(tx *sqlx.Tx) error {
 		var rows []struct {
 			ID      int64  `db:"id"`
 			OrderID int64  `db:"order_id"`

@@ -7,6 +7,7 @@ package sqlutil
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -79,8 +80,13 @@ func Retry(ctx context.Context, attempts int, fn func() error) error {
 // aborts it for a deadlock, a lock wait timeout or a busy SQLite file, the
 // whole transaction runs again (up to 10 times, see Retry).
 func InTx(ctx context.Context, db *sqlx.DB, fn func(tx *sqlx.Tx) error) error {
+	return InTxOpts(ctx, db, nil, fn)
+}
+
+// InTxOpts is InTx with transaction options (an isolation level).
+func InTxOpts(ctx context.Context, db *sqlx.DB, opts *sql.TxOptions, fn func(tx *sqlx.Tx) error) error {
 	return Retry(ctx, 10, func() error {
-		tx, err := db.BeginTxx(ctx, nil)
+		tx, err := db.BeginTxx(ctx, opts)
 		if err != nil {
 			return fmt.Errorf("sql begin: %w", err)
 		}
