@@ -140,9 +140,13 @@ func (s *Service) draft(ctx context.Context, n NewOrder, prices map[string]int64
 		return nil, err
 	}
 	now := s.cfg.Now()
+	payBy := n.PayBy
+	if payBy.IsZero() {
+		payBy = now.Add(s.cfg.PayTimeout)
+	}
 	return &Order{
 		ID: id, User: n.User, RequestID: n.RequestID, Status: Pending, Version: 1, Amount: amount, Currency: s.cfg.Currency,
-		Items: items, CreatedAt: instant(ms(now)), PayDeadline: instant(ms(now.Add(s.cfg.PayTimeout))), UpdatedAt: instant(ms(now)),
+		Items: items, CreatedAt: instant(ms(now)), PayDeadline: instant(ms(payBy)), UpdatedAt: instant(ms(now)),
 	}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Limits on input.
@@ -30,6 +31,10 @@ type NewOrder struct {
 	// reserves nothing more.
 	RequestID string
 	Lines     []Line
+	// PayBy is the payment deadline when the caller set one already (a
+	// flash sale's reservation told the buyer when it lapses); zero: now +
+	// Config.PayTimeout.
+	PayBy time.Time
 }
 
 func (n NewOrder) validate() error {
@@ -38,6 +43,9 @@ func (n NewOrder) validate() error {
 	}
 	if err := validUser(n.RequestID); err != nil {
 		return fmt.Errorf("%w: request id %q", ErrInvalid, n.RequestID)
+	}
+	if !n.PayBy.IsZero() && (n.PayBy.Year() < 2000 || n.PayBy.Year() > 9999) {
+		return fmt.Errorf("%w: pay-by %v", ErrInvalid, n.PayBy)
 	}
 	if len(n.Lines) == 0 || len(n.Lines) > maxItems {
 		return fmt.Errorf("%w: %d lines (1..%d)", ErrInvalid, len(n.Lines), maxItems)
@@ -74,6 +82,18 @@ func (n NewOrder) validate() error {
 func (s *Service) Create(ctx context.Context, n NewOrder) (Order, error) {
 	r := s.CreateBatch(ctx, []NewOrder{n})[0]
 	return r.Order, r.Err
+}
+
+// ByRequest returns the order user created with requestID (see
+// NewOrder.RequestID), or ErrNotFound.
+func (s *Service) ByRequest(ctx context.Context, user, requestID string) (Order, error) {
+	if err := validUser(user); err != nil {
+		return Order{}, err
+	}
+	if err := validUser(requestID); err != nil {
+		return Order{}, fmt.Errorf("%w: request id %q", ErrInvalid, requestID)
+	}
+	return s.byRequest(ctx, s.shardOfUser(user).DB, user, requestID)
 }
 
 func (s *Service) byRequest(ctx context.Context, q querier, user, request string) (Order, error) {

@@ -54,6 +54,38 @@ func (s *Service) PutSKU(ctx context.Context, sku string, price, units int64) er
 	return nil
 }
 
+// CreateSKU creates sku with a unit price and units to sell, once: creating
+// it again with the same price and units changes nothing (a retry), with
+// others it is ErrInvalid. Use it where a SKU's stock is fixed when it is
+// created, such as a flash sale's; PutSKU adds units.
+func (s *Service) CreateSKU(ctx context.Context, sku string, price, units int64) error {
+	if err := validSKU(sku); err != nil {
+		return err
+	}
+	if price < 1 || units < 0 || price > maxMoney || units > maxUnits {
+		return fmt.Errorf("%w: price %d, units %d", ErrInvalid, price, units)
+	}
+	sh := s.inventory.ByKey(sku)
+	err := sqlutil.Retry(ctx, 10, func() error {
+		_, err := sh.DB.ExecContext(ctx, `INSERT INTO `+sh.Table+` (sku, price, available, locked, sold) VALUES (?, ?, ?, 0, 0)`, sku, price, units)
+		return err
+	})
+	if !sqlutil.IsDuplicate(err) {
+		if err != nil {
+			return fmt.Errorf("order: create sku %s: %w", sku, err)
+		}
+		return nil
+	}
+	had, err := s.StockOf(ctx, sku)
+	if err != nil {
+		return err
+	}
+	if had.Price != price || had.Available+had.Locked+had.Sold != units {
+		return fmt.Errorf("%w: sku %s exists with price %d and %d units", ErrInvalid, sku, had.Price, had.Available+had.Locked+had.Sold)
+	}
+	return nil
+}
+
 // StockOf returns sku's inventory.
 func (s *Service) StockOf(ctx context.Context, sku string) (Stock, error) {
 	if err := validSKU(sku); err != nil {
@@ -222,4 +254,58 @@ func (s *Service) settleOnce(ctx context.Context, order int64, sku, to string) e
 		}
 		return nil
 	})
+}
+
+// Hold is one order's reservation of a SKU as the inventory records it.
+type Hold struct {
+	Order int64
+	Qty   int64
+	// State: HoldReserved (locked for the unpaid order), HoldSold (the
+	// order was paid) or HoldReleased (the order closed; the units went back
+	// to Available).
+	State string
+}
+
+// Hold states.
+const (
+	HoldReserved = barrierTried
+	HoldSold     = barrierConfirmed
+	HoldReleased = barrierCancelled
+)
+
+// Holds returns sku's stock and every order's reservation of it, read in one
+// transaction: Available plus the units of the reserved and sold holds is
+// the SKU's total at that instant. It reads every reservation the SKU ever
+// had, so it is for reconciling a SKU of bounded sales (a flash sale's), not
+// a catalogue's best seller.
+func (s *Service) Holds(ctx context.Context, sku string) (Stock, []Hold, error) {
+	if err := validSKU(sku); err != nil {
+		return Stock{}, nil, err
+	}
+	sh := s.inventory.ByKey(sku)
+	var st Stock
+	var holds []Hold
+	err := inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
+		err := tx.GetContext(ctx, &st, `SELECT sku, price, available, locked, sold FROM `+sh.Table+` WHERE sku = ?`, sku)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: sku %s", ErrNotFound, sku)
+		}
+		if err != nil {
+			return fmt.Errorf("order: stock of %s: %w", sku, err)
+		}
+		var rows []struct {
+			Order int64  `db:"order_id"`
+			Qty   int64  `db:"qty"`
+			State string `db:"state"`
+		}
+		if err := tx.SelectContext(ctx, &rows, `SELECT order_id, qty, state FROM `+gene.Sibling(sh, "inventory_tx")+` WHERE sku = ? AND qty > 0`, sku); err != nil {
+			return fmt.Errorf("order: reservations of %s: %w", sku, err)
+		}
+		holds = holds[:0]
+		for _, r := range rows {
+			holds = append(holds, Hold{Order: r.Order, Qty: r.Qty, State: r.State})
+		}
+		return nil
+	})
+	return st, holds, err
 }

@@ -84,6 +84,7 @@ func inventoryTables(sh shard.Shard) []sqlutil.Table {
 			state VARCHAR(16) NOT NULL,
 			updated_at BIGINT NOT NULL,
 			PRIMARY KEY (order_id, sku)`,
+		Indexes: []string{"ix_sku (sku)"}, // Holds
 	}}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/casebook-dev/casebook/shard"
 )
 
@@ -140,4 +142,40 @@ func (s *Service) Stats(ctx context.Context, from, to time.Time) (DayStats, erro
 		total.PaidAmount += p.PaidAmount
 	}
 	return total, err
+}
+
+// GetMany returns the orders of ids that exist, by id, reading each table
+// once (one IN query per table the ids route to).
+func (s *Service) GetMany(ctx context.Context, ids []int64) (map[int64]Order, error) {
+	byTable := map[shard.Shard][]int64{}
+	for _, id := range ids {
+		if id <= 0 {
+			return nil, fmt.Errorf("%w: order id %d", ErrInvalid, id)
+		}
+		sh := s.shardOfID(id)
+		byTable[sh] = append(byTable[sh], id)
+	}
+	out := make(map[int64]Order, len(ids))
+	for sh, part := range byTable {
+		for len(part) > 0 {
+			chunk := part[:min(len(part), 500)]
+			part = part[len(chunk):]
+			q, args, err := sqlx.In(`SELECT `+orderColumns+` FROM `+sh.Table+` WHERE id IN (?)`, chunk)
+			if err != nil {
+				return nil, err
+			}
+			var rows []row
+			if err := sh.DB.SelectContext(ctx, &rows, q, args...); err != nil {
+				return nil, fmt.Errorf("order: read %s: %w", sh.Table, err)
+			}
+			got, err := orders(rows)
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range got {
+				out[o.ID] = o
+			}
+		}
+	}
+	return out, nil
 }
