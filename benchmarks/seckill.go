@@ -6,8 +6,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/order"
 	"github.com/casebook-dev/casebook/seckill"
 )
 
@@ -27,14 +30,22 @@ func seckillBuy(name string, batched bool) Measurement {
 		if err != nil {
 			return nil, err
 		}
-		s, err := seckill.New(r.Client, sqlb.DB, seckill.Config{Namespace: ns, IDs: ids})
+		orders, err := order.New(r.Client, []*sqlx.DB{sqlb.DB}, order.Config{Namespace: ns})
+		if err != nil {
+			return nil, err
+		}
+		env.Fixture("orders:"+ns, func() (any, func(), error) { return orders, func() { orders.Close() }, nil })
+		if err := orders.Migrate(ctx); err != nil {
+			return nil, err
+		}
+		s, err := seckill.New(r.Client, sqlb.DB, orders, seckill.Config{Namespace: ns, IDs: ids})
 		if err != nil {
 			return nil, err
 		}
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
 		}
-		sale, err := s.Create(ctx, seckill.Campaign{ID: "bench-" + ns[len(ns)-6:], SKU: "bench-" + ns[len(ns)-6:], Stock: 1 << 40, Limit: 1 << 40, Buckets: 1,
+		sale, err := s.Create(ctx, seckill.Campaign{ID: "bench-" + ns[len(ns)-6:], SKU: "bench-" + ns[len(ns)-6:], Price: 1, Stock: 1 << 40, Limit: 1 << 40, Buckets: 1,
 			Starts: time.Now().Add(-time.Minute), Ends: time.Now().Add(time.Hour)})
 		if err != nil {
 			return nil, err

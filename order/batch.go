@@ -339,6 +339,9 @@ func (s *Service) reserveBatch(ctx context.Context, b []*batchOrder) {
 			continue
 		}
 		*bo.o, bo.err = closed, cause
+		if errors.Is(cause, ErrHanging) && closed.CloseReason != ReasonOutOfStock {
+			bo.err = nil // it timed out or was cancelled while we reserved: that is its answer
+		}
 	}
 }
 

@@ -71,7 +71,7 @@ func (s *Service) settleStock(ctx context.Context, o *Order) error {
 	if _, err := sh.DB.ExecContext(ctx, `UPDATE `+sh.Table+` SET stock = ? WHERE id = ?`, stockSettled, o.ID); err != nil {
 		return fmt.Errorf("order: mark stock of %d settled: %w", o.ID, err)
 	}
-	o.stock = stockSettled
+	o.stock, o.Settled = stockSettled, true
 	return nil
 }
 
@@ -169,6 +169,18 @@ func (s *Service) RunDue(ctx context.Context, batch int) (int, error) {
 		}
 	}
 	return moved, nil
+}
+
+// Expire closes order id with ReasonTimeout if it is still pending past its
+// deadline — what RunDue does when the order's time comes, for a caller that
+// holds the order's id and must know now (a flash-sale gate settling a lapsed
+// reservation) — and returns the order as it then is. A payment racing it is
+// decided by the same conditional UPDATE: exactly one wins.
+func (s *Service) Expire(ctx context.Context, id int64) (Order, error) {
+	if _, err := s.due(ctx, queueClose, id); err != nil {
+		return Order{}, err
+	}
+	return s.Get(ctx, id)
 }
 
 // due applies one due timeout if it still applies.

@@ -41,6 +41,7 @@ type Order struct {
 	Currency    string
 	Items       []Item
 	Reserved    bool   // every item's stock is reserved or already settled
+	Settled     bool   // its stock is settled: confirmed (paid) or released (closed)
 	CloseReason string // why a Closed order closed
 	PayNo       int64  // the payment attempt that paid it
 	Refunded    int64  // refunded so far, in fen
@@ -87,7 +88,7 @@ func instant(msec int64) time.Time {
 func (r row) order() (Order, error) {
 	o := Order{
 		ID: r.ID, User: r.User, RequestID: r.RequestID, Status: Status(r.Status), Version: r.Version,
-		Amount: r.Amount, Currency: r.Currency, Reserved: r.Stock != stockNone, CloseReason: r.CloseReason,
+		Amount: r.Amount, Currency: r.Currency, Reserved: r.Stock != stockNone, Settled: r.Stock == stockSettled, CloseReason: r.CloseReason,
 		PayNo: r.PayNo, Refunded: r.Refunded, CreatedAt: instant(r.CreatedAt), PayDeadline: instant(r.PayDeadline),
 		PaidAt: instant(r.PaidAt), ShippedAt: instant(r.ShippedAt), UpdatedAt: instant(r.UpdatedAt), stock: r.Stock,
 	}

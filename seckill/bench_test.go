@@ -10,6 +10,7 @@ import (
 
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/testenv"
+	"github.com/casebook-dev/casebook/order"
 )
 
 // TestMain is in seckill_test.go (one per test binary).
@@ -23,14 +24,23 @@ func benchSale(b *testing.B, r *testenv.Redis, cfg Config) *Sale {
 		b.Fatal(err)
 	}
 	cfg.Namespace, cfg.IDs = r.Namespace, ids
-	s, err := New(r.Client, testenv.NewSQL(b), cfg)
+	dbs := testenv.NewSQLs(b, 1)
+	orders, err := order.New(r.Client, dbs, order.Config{Namespace: r.Namespace})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { orders.Close() })
+	if err := orders.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(r.Client, dbs[0], orders, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if err := s.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	sl, err := s.Create(ctx, Campaign{ID: "bench", SKU: "bench", Stock: 1 << 40, Limit: 1 << 40, Buckets: 1, Starts: time.Now().Add(-time.Minute), Ends: time.Now().Add(time.Hour)})
+	sl, err := s.Create(ctx, Campaign{ID: "bench", SKU: "bench", Price: 1, Stock: 1 << 40, Limit: 1 << 40, Buckets: 1, Starts: time.Now().Add(-time.Minute), Ends: time.Now().Add(time.Hour)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func (s *Service) allow(ctx context.Context, key string, limit redis_rate.Limit)
 func (sl *Sale) home(user string) int { return int(xxhash.Sum64String(user) % uint64(sl.c.Buckets)) }
 
 // Buy reserves qty units for user and returns the reservation id. The
-// reservation must be paid (Pay) within PayTimeout or it is released.
+// reservation's order (OrderOf) must be paid within PayTimeout or it is released.
 func (sl *Sale) Buy(ctx context.Context, user string, qty int64) (string, error) {
 	if err := sl.admit(ctx, user, qty); err != nil {
 		return "", err

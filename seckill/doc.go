@@ -4,10 +4,20 @@
 //
 // Seeds: 5,000 units, 1M users at once, 1 per user; the Redis gate stops 99%
 // of the traffic, Kafka shaves the write peak to what MySQL takes, and SQL
-// makes the final deduction (UPDATE … SET n = n − qty WHERE sku = ? AND
-// n >= qty).
+// makes the final deduction (UPDATE … SET available = available − qty WHERE
+// sku = ? AND available >= qty).
 //
-// Campaigns: Create records one in SQL; Open returns it by id as a Sale whose
+// One order model: the gate is this package, the record is the order block
+// (package order). The gate owns the Redis stock, the per-user quotas and the
+// reservations; the orders, their stock in SQL, their payments, refunds and
+// timeouts are order's. A buyer's reservation becomes an order through Kafka
+// (HandleOrder), is paid as any order is (order.Service.StartPayment and the
+// gateway's callback), and closes at the reservation's deadline by order's
+// timeout; the gate then returns the units and the quota (ReleaseDue at the
+// deadline, HandleOrderEvent at once for an order paid or cancelled before).
+//
+// Campaigns: Create records one in SQL and creates its SKU in the order block
+// with the campaign's stock and price; Open returns it by id as a Sale whose
 // rules (limit, buckets, window) are read from SQL once and cached — a
 // campaign never changes — so no caller-built struct can bypass them.
 //
@@ -34,9 +44,8 @@
 // reservation id the caller made, a hold, a quota return or a close by a
 // record kept in a per-bucket hash for Config.RetryWindow. So one Buy leaves
 // one reservation and gets the first run's answer, whatever the client's
-// retry settings. SQL transactions that meet a deadlock, a lock wait timeout,
-// a serialization failure or SQLite's busy are run again with jittered
-// backoff for as long as the context lasts.
+// retry settings. The order block makes its own SQL writes idempotent (by
+// buyer and reservation id, by gateway transaction) and retries deadlocks.
 //
 // Coalescing: a Batcher folds the buyers waiting for one home bucket into one
 // script call, deciding them in order (the same user twice included). Every
@@ -47,22 +56,26 @@
 // acknowledged, and wait while Kafka is down). The value is an OrderMessage,
 // versioned JSON decoded strictly: a malformed one is ErrBadMessage and
 // poison, skipped or dead-lettered by the consumer. HandleOrder creates the
-// order row — the reservation id is its primary key, so a redelivery changes
-// nothing, and a recorded id arriving with another buyer, campaign or
-// quantity is ErrIDConflict (poison), never taken for a redelivery — and
-// deducts the SQL stock in the same transaction, guarded by n >= qty: if
-// Redis ever sold more than SQL holds, the extra orders are Rejected. SQL
-// never records more units sold than there were.
+// message's orders in one order.CreateBatch, each keyed by (buyer,
+// reservation id) and due at the reservation's deadline — a redelivery
+// changes nothing, and a recorded id arriving for the same buyer with another
+// SKU or quantity is ErrIDConflict (poison), never taken for a redelivery —
+// and order reserves the SQL stock, guarded by available >= qty: if Redis
+// ever sold more than SQL holds, the extra orders are closed out of stock
+// (order.ReasonOutOfStock; "rejected" below). SQL never records more units
+// sold than there were.
 //
 // Release: reservations wait in a per-bucket sorted set by deadline (a Redis
 // delay queue; asynq would add a second queue system for one sorted set).
-// ReleaseDue settles each due one in SQL first: the conditional UPDATE
-// pending → released races Pay's pending → paid and exactly one wins; a
-// release returns the units to SQL's stock in that transaction, then to
-// Redis with the buyer's quota, each once (the close script restocks only if
-// the reservation is still open, and only its caller returns the quota).
-// Pay returns nil only once SQL records the payment; a payment that arrives
-// after the release gets ErrReleased: refund it.
+// ReleaseDue settles each due one as its order says: it expires the unpaid
+// order in SQL first (order.Service.Expire: the conditional UPDATE pending →
+// closed races the callback's pending → paid and exactly one wins; order
+// returns the units to SQL's stock), then returns the units to Redis with
+// the buyer's quota, each once (the close script restocks only if the
+// reservation is still open, and only its caller returns the quota). Money
+// that arrives after the close becomes a refund in the order block, never
+// "paid". HandleOrderEvent does the same at once for an order cancelled or
+// paid before its deadline.
 //
 // Entrance: per-user and per-campaign rate limits through
 // go-redis/redis_rate, before any stock is touched.
@@ -74,12 +87,12 @@
 // the outbox entries of those that were not relayed yet. SQL is the record:
 //
 //   - Nothing is oversold in SQL: the final deduction is guarded, so Redis
-//     selling a forgotten unit again costs that second buyer a Rejected
+//     selling a forgotten unit again costs that second buyer a rejected
 //     order, never a unit SQL does not have.
 //   - A bucket whose state is gone entirely answers Buy with ErrStateLost
 //     until Reconcile repairs it, rather than selling from nothing.
 //   - Sale.Reconcile reports the differences (Report: drift of the stock,
-//     lost buckets, pending orders without their reservation, settled ones
+//     lost buckets, unpaid orders without their reservation, closed ones
 //     still open, quotas below what users' orders hold) and, with repair,
 //     rebuilds Redis from SQL: stock = SQL's stock less the units in flight,
 //     the pending orders' reservations with their deadlines (so they are
@@ -95,9 +108,9 @@
 //     invisible to Reconcile: after a failover, repair once the consumer has
 //     caught up with the order topic; if such an event is consumed after the
 //     repair, its units are sold twice in Redis (the second order is
-//     Rejected) and Reconcile should run again.
+//     rejected) and Reconcile should run again.
 //   - What stays lost: a decision forgotten before its event was relayed has
-//     no record anywhere. Its buyer holds an id that Pay answers with
+//     no record anywhere. Its buyer holds an id that OrderOf answers with
 //     ErrNotReady forever, and the unit is sold again. The window is the
 //     replication lag at the failover (typically under a second).
 //     Config.WaitReplicas closes most of it: each decision a buyer is told

@@ -2,36 +2,30 @@ package seckill
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/casebook-dev/casebook/internal/sqlutil"
+	"github.com/casebook-dev/casebook/order"
 	"github.com/casebook-dev/casebook/outbox"
 )
 
-// Order statuses in SQL.
-const (
-	Pending  = "pending"
-	Paid     = "paid"
-	Released = "released" // not paid in time: units and quota returned
-	Rejected = "rejected" // Redis sold a unit SQL did not have (Redis lost state)
-)
-
-// HandleOrder is the Kafka consumer of order messages (see OrderMessage):
-// for each order in the message it creates the order row and makes the final
-// deduction in SQL, in one transaction, guarded by "n >= qty" — so SQL never
-// records more units sold than the SKU has, even if Redis lost its state and
-// sold too many (those orders are Rejected). A redelivered message finds its
-// rows and changes nothing; an id recorded for another buyer, campaign or
-// quantity is ErrIDConflict. A malformed message, or one for a campaign SQL
-// does not know, is ErrBadMessage. Both are outbox.ErrPoison; any other error
-// is transient.
+// HandleOrder is the Kafka consumer of order messages (see OrderMessage): it
+// creates the message's orders through the order block (order.CreateBatch),
+// each keyed by (buyer, reservation id) and due at the reservation's
+// deadline. The order block makes the final deduction in SQL, guarded by
+// available >= qty, so SQL never records more units sold than the SKU has,
+// even if Redis lost its state and sold too many: those orders are closed
+// out of stock (ReasonOutOfStock, the old "rejected"), and their
+// reservations close without restocking Redis. A redelivered message finds
+// its orders and changes nothing; a reservation id recorded for the same
+// buyer with another SKU or quantity is ErrIDConflict. A malformed message,
+// or one for a campaign SQL does not know, is ErrBadMessage. Both are
+// outbox.ErrPoison; any other error is transient.
 func (s *Service) HandleOrder(ctx context.Context, _, value []byte) error {
 	m, err := DecodeOrderMessage(value)
 	if err != nil {
@@ -44,103 +38,56 @@ func (s *Service) HandleOrder(ctx context.Context, _, value []byte) error {
 	if err != nil {
 		return err
 	}
-	for _, o := range m.Orders {
+	reqs := make([]order.NewOrder, len(m.Orders))
+	for i, o := range m.Orders {
 		if _, b, _, _ := splitID(o.ID); b >= sl.c.Buckets {
 			return outbox.Poison(fmt.Errorf("%w: order %s: campaign %s has %d buckets", ErrBadMessage, o.ID, sl.c.ID, sl.c.Buckets))
 		}
+		reqs[i] = sl.newOrder(o)
 	}
-	for _, o := range m.Orders {
-		if err := sl.createOrder(ctx, o); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// createOrder records one reservation as an order (see HandleOrder).
-func (sl *Sale) createOrder(ctx context.Context, o Order) error {
-	s, c := sl.s, sl.c
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, pay_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			o.ID, c.ID, o.User, o.Qty, Pending, o.PayBy.UnixMilli(), s.cfg.Now().UnixMilli())
-		if sqlutil.IsDuplicate(err) { // delivered before, or released before it arrived — or a conflict
-			return sameOrder(ctx, tx, c.ID, o)
-		}
-		if err != nil {
-			return fmt.Errorf("seckill: insert order: %w", err)
-		}
-		res, err := tx.ExecContext(ctx, `UPDATE seckill_stock SET n = n - ? WHERE sku = ? AND n >= ?`, o.Qty, c.SKU, o.Qty)
-		if err != nil {
-			return fmt.Errorf("seckill: deduct stock: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ?`, Rejected, o.ID)
-		return err
-	})
-}
-
-// sameOrder checks that the order recorded under o.ID is o, so that only a
-// redelivery is taken for one.
-func sameOrder(ctx context.Context, tx *sqlx.Tx, campaign string, o Order) error {
-	var had struct {
-		Campaign string `db:"campaign"`
-		User     string `db:"user_id"`
-		Qty      int64  `db:"qty"`
-	}
-	if err := tx.GetContext(ctx, &had, `SELECT campaign, user_id, qty FROM seckill_orders WHERE id = ?`, o.ID); err != nil {
-		return fmt.Errorf("seckill: read order %s: %w", o.ID, err)
-	}
-	if had.Campaign != campaign || had.User != o.User || had.Qty != o.Qty {
-		return outbox.Poison(fmt.Errorf("%w: %s is %s × %d of %s, the message says %s × %d of %s",
-			ErrIDConflict, o.ID, had.User, had.Qty, had.Campaign, o.User, o.Qty, campaign))
-	}
-	return nil
-}
-
-// Pay marks a reservation paid. It is idempotent; it fails with ErrReleased
-// when the timeout won the race (refund, never "paid"), and with ErrNotReady
-// before the order row exists. It returns nil only once SQL records the order
-// paid.
-func (s *Service) Pay(ctx context.Context, id string) error {
-	sl, b, err := s.reservation(ctx, id)
-	if err != nil {
-		return err
-	}
-	if err := s.markPaid(ctx, id); err != nil {
-		return err
-	}
-	_, err = sl.close(ctx, b, id, false)
-	return err
-}
-
-// markPaid returns nil when its conditional UPDATE recorded the payment or
-// the order was found paid before; the outcome never rests on a status read
-// that a concurrent writer can change.
-func (s *Service) markPaid(ctx context.Context, id string) error {
-	return withRetry(ctx, func() error {
-		res, err := s.db.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ? AND status = ?`, Paid, id, Pending)
-		if err != nil {
-			return fmt.Errorf("seckill: pay: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return err
-		}
-		var status string
-		err = s.db.GetContext(ctx, &status, `SELECT status FROM seckill_orders WHERE id = ?`, id)
+	var errs []error
+	for i, r := range s.orders.CreateBatch(ctx, reqs) {
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return ErrNotReady
-		case err != nil:
-			return fmt.Errorf("seckill: pay: %w", err)
-		case status == Paid:
-			return nil // a repeated callback
-		case status == Released || status == Rejected:
-			return fmt.Errorf("%w: %s is %s", ErrReleased, id, status)
+		case r.Err == nil, errors.Is(r.Err, order.ErrOutOfStock):
+			if err := sameOrder(r.Order, reqs[i]); err != nil {
+				return outbox.Poison(err)
+			}
+		case errors.Is(r.Err, order.ErrInvalid):
+			return outbox.Poison(fmt.Errorf("%w: order %s: %w", ErrBadMessage, m.Orders[i].ID, r.Err))
+		default:
+			errs = append(errs, fmt.Errorf("seckill: create order %s: %w", m.Orders[i].ID, r.Err))
 		}
-		return errDecideAgain // pending: the row was created after the UPDATE looked
-	})
+	}
+	return errors.Join(errs...) // transient: the redelivery creates the rest, and repeats nothing
+}
+
+// newOrder is the order request for reservation o.
+func (sl *Sale) newOrder(o Order) order.NewOrder {
+	return order.NewOrder{User: o.User, RequestID: o.ID, Lines: []order.Line{{SKU: sl.c.SKU, Qty: o.Qty}}, PayBy: o.PayBy}
+}
+
+// sameOrder checks that the order found for a request is the one asked for,
+// so that only a redelivery is taken for one.
+func sameOrder(o order.Order, want order.NewOrder) error {
+	if len(o.Items) != 1 || o.Items[0].SKU != want.Lines[0].SKU || o.Items[0].Qty != want.Lines[0].Qty {
+		return fmt.Errorf("%w: %s of %s is order %d of %v, the message says %d × %s",
+			ErrIDConflict, want.RequestID, want.User, o.ID, o.Items, want.Lines[0].Qty, want.Lines[0].SKU)
+	}
+	return nil
+}
+
+// OrderOf returns the order made of reservation id for user: what the buyer
+// pays (order.Service.StartPayment) and follows. It is ErrNotReady until the
+// consumer has created it and reserved its stock in SQL.
+func (s *Service) OrderOf(ctx context.Context, user, id string) (order.Order, error) {
+	if _, _, err := s.reservation(ctx, id); err != nil {
+		return order.Order{}, err
+	}
+	o, err := s.orders.ByRequest(ctx, user, id)
+	if errors.Is(err, order.ErrNotFound) || err == nil && o.Status == order.Pending && !o.Reserved {
+		return order.Order{}, fmt.Errorf("%w: %s", ErrNotReady, id)
+	}
+	return o, err
 }
 
 // splitID splits a reservation id "<campaign>-<bucket>-<number>".
@@ -217,33 +164,45 @@ func parseReservation(r string) (user string, qty int64, home int, err error) {
 	return r[:j], qty, home, nil
 }
 
-// ReleaseDue releases the reservations whose payment deadline passed and
-// returns how many this pass returned to the stock (concurrent passes never
-// count one twice). SQL decides each one: the conditional UPDATE pending →
-// released races Pay's pending → paid, and exactly one wins. A released order
-// returns its units to SQL's stock in the same transaction, then to Redis with
-// the buyer's quota. An order the consumer has not created yet is recorded as
-// released first, so its late event changes nothing. A reservation that meets
-// an error stays due for the next pass; the others are still released.
+// ReleaseDue settles the reservations whose payment deadline passed, as
+// their orders say, and returns how many this pass returned to the stock
+// (concurrent passes never count one twice). The order block decides: its
+// timeout closes an unpaid order at the reservation's deadline (here, through
+// order.Service.Expire, or by order's own RunDue and Sweep), racing the
+// payment callback's conditional UPDATE, and exactly one wins. Then:
+//
+//   - closed (timed out or cancelled): the units go back to Redis with the
+//     buyer's quota, once;
+//   - closed out of stock (Redis sold a unit SQL did not have): the
+//     reservation closes and nothing is restocked;
+//   - paid: the reservation closes, the quota stays used;
+//   - closed, but its stock not released in SQL yet: left due.
+//
+// A reservation whose order the consumer has not created yet is created here
+// (order.Service.Create is idempotent by buyer and reservation id, so the
+// late message changes nothing) and then times out as any other. A
+// reservation that meets an error stays due for the next pass; the others
+// are still settled. Run it every few seconds; orders closed or paid before
+// their deadline are settled at once by HandleOrderEvent.
 func (sl *Sale) ReleaseDue(ctx context.Context) (int, error) {
 	now := strconv.FormatInt(sl.s.cfg.Now().UnixMilli(), 10)
 	released := 0
 	var errs []error
 	for b := range sl.c.Buckets {
-		due, err := sl.s.rdb.ZRangeByScoreWithScores(ctx, sl.key(b, "due"), &redis.ZRangeBy{Min: "-inf", Max: now}).Result()
+		due, err := sl.s.rdb.ZRangeByScore(ctx, sl.key(b, "due"), &redis.ZRangeBy{Min: "-inf", Max: now}).Result()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("seckill: due of %s/%d: %w", sl.c.ID, b, err))
 			continue
 		}
-		for _, z := range due {
+		for _, id := range due {
 			if err := ctx.Err(); err != nil {
 				return released, errors.Join(append(errs, err)...)
 			}
-			restocked, err := sl.release(ctx, b, z.Member.(string), int64(z.Score))
+			restocked, err := sl.settle(ctx, b, id, nil)
 			if restocked {
 				released++
 			}
-			if err != nil {
+			if err != nil && !errors.Is(err, errNotSettled) { // not settled: next pass
 				errs = append(errs, err)
 			}
 		}
@@ -251,53 +210,14 @@ func (sl *Sale) ReleaseDue(ctx context.Context) (int, error) {
 	return released, errors.Join(errs...)
 }
 
-// release settles one due reservation and reports whether this call
-// returned its units to the stock.
-func (sl *Sale) release(ctx context.Context, b int, id string, payBy int64) (bool, error) {
-	restock, err := sl.decideRelease(ctx, b, id, payBy)
-	if err != nil {
-		return false, err
-	}
-	return sl.close(ctx, b, id, restock)
-}
-
-// decideRelease settles id in SQL and reports whether its units go back:
-// this call released it, or a release was decided before (Redis may not have
-// been told; the close script restocks once whoever runs it).
-func (sl *Sale) decideRelease(ctx context.Context, b int, id string, payBy int64) (restock bool, err error) {
-	err = sl.s.inTx(ctx, func(tx *sqlx.Tx) error {
-		restock = false
-		res, err := tx.ExecContext(ctx, `UPDATE seckill_orders SET status = ? WHERE id = ? AND status = ?`, Released, id, Pending)
-		if err != nil {
-			return fmt.Errorf("seckill: release %s: %w", id, err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 1 {
-			restock = true
-			_, err := tx.ExecContext(ctx, `UPDATE seckill_stock SET n = n + (SELECT qty FROM seckill_orders WHERE id = ?) WHERE sku = ?`, id, sl.c.SKU)
-			return err
-		}
-		var status string
-		err = tx.GetContext(ctx, &status, `SELECT status FROM seckill_orders WHERE id = ?`, id)
-		if errors.Is(err, sql.ErrNoRows) {
-			restock, err = sl.releaseUnrecorded(ctx, tx, b, id, payBy)
-			return err
-		}
-		// Paid keeps its units; Rejected never had SQL units; Released
-		// was decided before.
-		restock = status == Released
-		return err
-	})
-	return restock, err
-}
-
-// releaseUnrecorded records as released a reservation whose order event is
-// still on its way, so that the event changes nothing when it arrives.
-func (sl *Sale) releaseUnrecorded(ctx context.Context, tx *sqlx.Tx, b int, id string, payBy int64) (bool, error) {
+// settle closes reservation id of bucket b as its order says (see
+// ReleaseDue), reading the order unless o is given, and reports whether this
+// call returned its units to the stock.
+func (sl *Sale) settle(ctx context.Context, b int, id string, o *order.Order) (bool, error) {
 	r, err := sl.s.rdb.HGet(ctx, sl.key(b, "res"), id).Result()
 	if errors.Is(err, redis.Nil) {
-		return false, nil // closed in Redis already: nothing to release
+		_, err := sl.close(ctx, b, id, false) // closed before: clear a stray deadline
+		return false, err
 	}
 	if err != nil { // unknown: leave it for the next pass
 		return false, fmt.Errorf("seckill: read reservation %s: %w", id, err)
@@ -306,10 +226,94 @@ func (sl *Sale) releaseUnrecorded(ctx context.Context, tx *sqlx.Tx, b int, id st
 	if err != nil {
 		return false, err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO seckill_orders (id, campaign, user_id, qty, status, pay_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		id, sl.c.ID, user, qty, Released, payBy, sl.s.cfg.Now().UnixMilli())
-	if sqlutil.IsDuplicate(err) {
-		return false, errDecideAgain // the consumer got there first
+	if o != nil && o.User != user {
+		return false, fmt.Errorf("%w: order %d is %s's, reservation %s is %s's", ErrIDConflict, o.ID, o.User, id, user)
 	}
-	return err == nil, err
+	if o == nil {
+		got, err := sl.s.orders.ByRequest(ctx, user, id)
+		if errors.Is(err, order.ErrNotFound) {
+			// Its message is still on its way: create the order now, due
+			// when the reservation was, for the order timeout to close.
+			payBy, err := sl.s.rdb.ZScore(ctx, sl.key(b, "due"), id).Result()
+			if err != nil {
+				return false, fmt.Errorf("seckill: deadline of %s: %w", id, err)
+			}
+			got, err = sl.s.orders.Create(ctx, sl.newOrder(Order{ID: id, User: user, Qty: qty, PayBy: time.UnixMilli(int64(payBy))}))
+			if err != nil && !errors.Is(err, order.ErrOutOfStock) {
+				return false, fmt.Errorf("seckill: record order of %s: %w", id, err)
+			}
+		} else if err != nil {
+			return false, fmt.Errorf("seckill: order of %s: %w", id, err)
+		}
+		o = &got
+	}
+	if o.Status == order.Pending && !sl.s.cfg.Now().Before(o.PayDeadline) {
+		got, err := sl.s.orders.Expire(ctx, o.ID) // or it is paid, as the database decides
+		if err != nil {
+			return false, fmt.Errorf("seckill: expire order of %s: %w", id, err)
+		}
+		o = &got
+	}
+	switch o.Status {
+	case order.Pending:
+		return false, nil // not due yet (its deadline is the reservation's)
+	case order.Closed:
+		if o.CloseReason == order.ReasonOutOfStock {
+			return sl.close(ctx, b, id, false)
+		}
+		if !o.Settled {
+			// Its units are back in SQL only once the order block released
+			// them (right after the close, or at its Sweep after a crash):
+			// restocking Redis first would sell a unit whose order SQL
+			// then finds out of stock.
+			return false, fmt.Errorf("%w: order %d of %s closed, its stock not released yet", errNotSettled, o.ID, id)
+		}
+		return sl.close(ctx, b, id, true)
+	default: // paid, and the states after it: the units are sold
+		return sl.close(ctx, b, id, false)
+	}
 }
+
+// HandleOrderEvent is the consumer of the order block's events
+// (order.Service.RelayOutbox's topic): when an order made by a campaign is
+// paid or closed, it settles the order's reservation at once, as ReleaseDue
+// does at the deadline — a cancelled order's units go back on sale without
+// waiting for its deadline. Events of other orders are ignored; a malformed
+// event is order.ErrBadEvent (poison). Redeliveries change nothing. A closed
+// order whose stock the order block has not released yet (the moment after
+// the close, or until its Sweep after a crash) is a transient error: the
+// consumer tries it again.
+func (s *Service) HandleOrderEvent(ctx context.Context, _, value []byte) error {
+	e, err := order.DecodeEvent(value)
+	if err != nil {
+		return outbox.Poison(err)
+	}
+	if e.Kind != order.EventStatus || (e.To != order.Closed && e.To != order.Paid) {
+		return nil
+	}
+	o, err := s.orders.Get(ctx, e.OrderID)
+	if errors.Is(err, order.ErrNotFound) {
+		return nil // not ours (another service's databases), or never committed
+	}
+	if err != nil {
+		return err
+	}
+	sl, b, err := s.reservation(ctx, o.RequestID)
+	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrNoCampaign) {
+		return nil // not a flash-sale order
+	}
+	if err != nil {
+		return err
+	}
+	if len(o.Items) != 1 || o.Items[0].SKU != sl.c.SKU {
+		return nil
+	}
+	_, err = sl.settle(ctx, b, o.RequestID, &o)
+	if errors.Is(err, ErrIDConflict) {
+		return outbox.Poison(err)
+	}
+	return err // errNotSettled included: the redelivery finds it settled
+}
+
+// errNotSettled: an order closed, but its stock is not released in SQL yet.
+var errNotSettled = errors.New("seckill: order stock not settled yet")

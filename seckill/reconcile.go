@@ -3,14 +3,15 @@ package seckill
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/casebook-dev/casebook/internal/luascript"
+	"github.com/casebook-dev/casebook/order"
 )
 
 // Report compares Redis with SQL, the record, for one campaign. Each bucket
@@ -19,23 +20,26 @@ import (
 // payment or a purchase from another bucket between the reads). A loss
 // stays until repaired: alert on a difference seen twice.
 type Report struct {
-	SQLStock   int64 // units left in SQL
+	SQLStock   int64 // units available in SQL (the order block's inventory)
 	RedisStock int64 // units left in Redis, all buckets
 	// InFlight is the units of reservations open in Redis whose orders SQL
 	// has not recorded yet: their events are in the outbox or in Kafka.
 	InFlight int64
 	// Drift is RedisStock + InFlight − SQLStock: 0 when Redis and SQL
 	// agree; above 0 Redis would sell units SQL does not have (their orders
-	// would be Rejected), below 0 units are out of sale (undersell).
+	// would be closed out of stock), below 0 units are out of sale
+	// (undersell).
 	Drift int64
 	// LostBuckets counts buckets whose state Redis lost entirely (a restart
 	// without persistence): Buy answers ErrStateLost there.
 	LostBuckets int
-	// Missing counts orders pending in SQL whose reservation Redis lacks (a
-	// failover lost it): ReleaseDue cannot release them.
+	// Missing counts unpaid orders in SQL whose reservation Redis lacks (a
+	// failover lost it): their units cannot come back to Redis.
 	Missing int
-	// Stale counts reservations open in Redis whose orders SQL settled
-	// (paid, released or rejected).
+	// Stale counts reservations open in Redis whose orders closed (their
+	// units are back in SQL, or SQL never had them): a release the gate
+	// missed. A paid order's reservation stays open until its deadline or
+	// its event; it is not stale.
 	Stale int
 	// ShortQuotas counts users whose quota in Redis is below the units their
 	// orders and open reservations hold: they could buy past the limit.
@@ -140,7 +144,7 @@ func (sl *Sale) read(ctx context.Context) ([]bucketState, record, error) {
 	if err != nil {
 		return nil, record{}, err
 	}
-	rec, err := sl.readRecord(ctx)
+	rec, err := sl.readRecord(ctx, buckets)
 	return buckets, rec, err
 }
 
@@ -203,42 +207,81 @@ func pairs(v any) map[string]string {
 	return m
 }
 
-// record is SQL's view of the campaign, read in one transaction.
+// record is SQL's view of the campaign: the SKU's available units and the
+// campaign's orders, by reservation id.
 type record struct {
 	stock  int64
 	orders map[string]orderRow
 }
 
+// What an order means for its reservation.
+const (
+	held     = "held"     // its units are out of Available: unpaid (or closing)
+	sold     = "sold"     // paid: units and quota used for good
+	released = "released" // closed: its units went back to Available
+	rejected = "rejected" // closed out of stock: it never had SQL units
+)
+
 type orderRow struct {
-	ID     string `db:"id"`
-	User   string `db:"user_id"`
-	Qty    int64  `db:"qty"`
-	Status string `db:"status"`
-	PayBy  int64  `db:"pay_by"`
+	User  string
+	Qty   int64
+	State string
+	PayBy int64
 }
 
-// readRecord reads the SKU's stock and the campaign's orders from one
-// snapshot. The orders are found by their primary key: every id of the
-// campaign starts with "<campaign>-", and '.' follows '-' in ASCII.
-func (sl *Sale) readRecord(ctx context.Context) (record, error) {
+// readRecord reads the SKU's stock and its holds in one snapshot, then the
+// orders of the holds; a reservation open in Redis that no hold names is
+// looked up by its buyer and id, to find the orders SQL closed out of stock.
+// The rest are in flight: their orders are not created or not reserved yet.
+func (sl *Sale) readRecord(ctx context.Context, buckets []bucketState) (record, error) {
 	rec := record{orders: map[string]orderRow{}}
-	err := sl.s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if err := tx.GetContext(ctx, &rec.stock, `SELECT n FROM seckill_stock WHERE sku = ?`, sl.c.SKU); err != nil {
-			return err
-		}
-		var rows []orderRow
-		if err := tx.SelectContext(ctx, &rows, `SELECT id, user_id, qty, status, pay_by FROM seckill_orders WHERE id >= ? AND id < ? AND campaign = ?`,
-			sl.c.ID+"-", sl.c.ID+".", sl.c.ID); err != nil {
-			return err
-		}
-		clear(rec.orders)
-		for _, o := range rows {
-			rec.orders[o.ID] = o
-		}
-		return nil
-	})
+	st, holds, err := sl.s.orders.Holds(ctx, sl.c.SKU)
 	if err != nil {
 		return record{}, fmt.Errorf("seckill: read SQL record of %s: %w", sl.c.ID, err)
+	}
+	rec.stock = st.Available
+	ids := make([]int64, len(holds))
+	for i, h := range holds {
+		ids[i] = h.Order
+	}
+	orders, err := sl.s.orders.GetMany(ctx, ids)
+	if err != nil {
+		return record{}, fmt.Errorf("seckill: read SQL record of %s: %w", sl.c.ID, err)
+	}
+	for _, h := range holds {
+		o, ok := orders[h.Order]
+		if !ok || !strings.HasPrefix(o.RequestID, sl.c.ID+"-") {
+			continue // not a reservation of this campaign
+		}
+		row := orderRow{User: o.User, Qty: h.Qty, PayBy: o.PayDeadline.UnixMilli(), State: held}
+		switch {
+		case h.State == order.HoldSold || h.State == order.HoldReserved && o.Status != order.Pending && o.Status != order.Closed:
+			row.State = sold // paid; a reserved hold of a paid order is being confirmed
+		case h.State == order.HoldReleased:
+			row.State = released
+		}
+		rec.orders[o.RequestID] = row
+	}
+	for _, st := range buckets {
+		for id, v := range st.res {
+			if _, ok := rec.orders[id]; ok {
+				continue
+			}
+			user, qty, _, err := parseReservation(v)
+			if err != nil {
+				continue
+			}
+			o, err := sl.s.orders.ByRequest(ctx, user, id)
+			if errors.Is(err, order.ErrNotFound) || errors.Is(err, order.ErrInvalid) {
+				continue
+			}
+			if err != nil {
+				return record{}, fmt.Errorf("seckill: read SQL record of %s: %w", sl.c.ID, err)
+			}
+			if o.Status == order.Closed && o.CloseReason == order.ReasonOutOfStock {
+				rec.orders[id] = orderRow{User: user, Qty: qty, PayBy: o.PayDeadline.UnixMilli(), State: rejected}
+			}
+		}
 	}
 	return rec, nil
 }
@@ -271,7 +314,7 @@ func (sl *Sale) plan(buckets []bucketState, rec record) ([]bucketPlan, Report) {
 				continue // not ours to keep: the rebuild drops it
 			}
 			if o, ok := rec.orders[id]; ok {
-				if o.Status != Pending {
+				if o.State == released || o.State == rejected {
 					rep.Stale++
 				}
 				continue
@@ -287,12 +330,12 @@ func (sl *Sale) plan(buckets []bucketState, rec record) ([]bucketPlan, Report) {
 		}
 	}
 	for id, o := range rec.orders {
-		if o.Status != Pending && o.Status != Paid {
+		if o.State != held && o.State != sold {
 			continue
 		}
 		h := sl.home(o.User)
 		hold(o.User, h, o.Qty)
-		if o.Status == Paid {
+		if o.State == sold {
 			continue
 		}
 		_, b, _, err := splitID(id)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/casebook-dev/casebook/internal/keys"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
+	"github.com/casebook-dev/casebook/order"
 )
 
 var (
@@ -66,19 +67,17 @@ var (
 	// within WaitTimeout: the purchase stands on the master, but a failover
 	// now could forget it (see doc.go).
 	ErrNotReplicated = errors.New("seckill: purchase not confirmed by replicas")
-	// ErrNotReady is returned by Pay before the order row exists (the
-	// consumer has not caught up): retry.
+	// ErrNotReady is returned by OrderOf before the consumer created the
+	// reservation's order: retry.
 	ErrNotReady = errors.New("seckill: order not recorded yet")
-	// ErrReleased is returned by Pay for a reservation already released
-	// after its timeout: the payment must be refunded, never accepted.
-	ErrReleased = errors.New("seckill: reservation released, refund the payment")
 )
 
 // Campaign is one flash sale of one SKU: what Create records, and what an
 // open Sale reports.
 type Campaign struct {
 	ID      string    `db:"id"`
-	SKU     string    `db:"sku"`
+	SKU     string    `db:"sku"`   // the campaign's own: Create makes it with Stock units
+	Price   int64     `db:"price"` // unit price in fen, the order's price
 	Stock   int64     `db:"stock"`
 	Limit   int64     `db:"per_user"` // units one user may buy, ≥ 1
 	Buckets int       `db:"buckets"`  // stock split over this many keys (slots), ≥ 1
@@ -132,11 +131,12 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Service sells campaigns: Redis is the gate, SQL the record. It is safe for
-// concurrent use.
+// Service sells campaigns: Redis is the gate, the order block the record.
+// It is safe for concurrent use.
 type Service struct {
 	rdb     redis.UniversalClient
 	db      *sqlx.DB
+	orders  *order.Service
 	cfg     Config
 	space   keys.Space
 	limiter *redis_rate.Limiter
@@ -156,10 +156,13 @@ type Sale struct {
 // Campaign returns the campaign's rules as recorded.
 func (sl *Sale) Campaign() Campaign { return sl.c }
 
-// New returns a Service. Call Migrate once to create its tables.
-func New(rdb redis.UniversalClient, db *sqlx.DB, cfg Config) (*Service, error) {
-	if rdb == nil || db == nil || cfg.IDs == nil {
-		return nil, fmt.Errorf("%w: nil Redis client, database or Config.IDs", ErrInvalid)
+// New returns a Service selling through rdb (the gate), recording its
+// campaigns in db and its orders, their payments and timeouts in orders.
+// Call Migrate once to create the campaign table (and orders' Migrate for
+// its own).
+func New(rdb redis.UniversalClient, db *sqlx.DB, orders *order.Service, cfg Config) (*Service, error) {
+	if rdb == nil || db == nil || orders == nil || cfg.IDs == nil {
+		return nil, fmt.Errorf("%w: nil Redis client, database, order service or Config.IDs", ErrInvalid)
 	}
 	if cfg.PayTimeout == 0 {
 		cfg.PayTimeout = 15 * time.Minute
@@ -179,59 +182,61 @@ func New(rdb redis.UniversalClient, db *sqlx.DB, cfg Config) (*Service, error) {
 	if _, ring := rdb.(*redis.Ring); cfg.WaitReplicas < 0 || cfg.WaitTimeout < time.Millisecond || cfg.WaitReplicas > 0 && ring {
 		return nil, fmt.Errorf("%w: wait for %d replicas, %v, on a %T", ErrInvalid, cfg.WaitReplicas, cfg.WaitTimeout, rdb)
 	}
-	return &Service{rdb: rdb, db: db, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "seckill")),
+	return &Service{rdb: rdb, db: db, orders: orders, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "seckill")),
 		limiter: redis_rate.NewLimiter(rdb), sales: map[string]*Sale{}}, nil
 }
 
-// Migrate creates the campaign, stock and order tables if missing.
+// Migrate creates the campaign table if missing.
 func (s *Service) Migrate(ctx context.Context) error {
 	id := sqlutil.BinaryKey(s.db, 64)
-	for _, ddl := range []string{
-		`CREATE TABLE IF NOT EXISTS seckill_campaigns (
-			id ` + id + ` NOT NULL PRIMARY KEY, sku ` + id + ` NOT NULL, stock BIGINT NOT NULL,
-			per_user BIGINT NOT NULL, buckets INT NOT NULL, starts_at BIGINT NOT NULL, ends_at BIGINT NOT NULL)`,
-		`CREATE TABLE IF NOT EXISTS seckill_stock (sku ` + id + ` NOT NULL PRIMARY KEY, n BIGINT NOT NULL)`,
-		`CREATE TABLE IF NOT EXISTS seckill_orders (
-			id ` + sqlutil.BinaryKey(s.db, 96) + ` NOT NULL PRIMARY KEY, campaign ` + id + ` NOT NULL,
-			user_id ` + sqlutil.BinaryKey(s.db, 128) + ` NOT NULL, qty BIGINT NOT NULL,
-			status VARCHAR(16) NOT NULL, pay_by BIGINT NOT NULL, created_at BIGINT NOT NULL)`,
-	} {
-		if _, err := s.db.ExecContext(ctx, ddl); err != nil {
-			return fmt.Errorf("seckill: migrate: %w", err)
-		}
+	ddl := `CREATE TABLE IF NOT EXISTS seckill_campaigns (
+		id ` + id + ` NOT NULL PRIMARY KEY, sku ` + id + ` NOT NULL, price BIGINT NOT NULL, stock BIGINT NOT NULL,
+		per_user BIGINT NOT NULL, buckets INT NOT NULL, starts_at BIGINT NOT NULL, ends_at BIGINT NOT NULL)`
+	if _, err := s.db.ExecContext(ctx, ddl); err != nil {
+		return fmt.Errorf("seckill: migrate: %w", err)
 	}
 	return nil
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 
-// Create records a campaign and its SKU's stock in SQL, loads it into Redis
-// (Reconcile with repair), split over c.Buckets keys, and returns it open. If
-// loading fails, the campaign exists: Open it and Reconcile to load it.
+// Create records a campaign, creates its SKU in the order block with
+// c.Stock units at c.Price (order.Service.CreateSKU: a SKU that exists with
+// other stock is refused — a campaign sells a SKU of its own, so that the
+// SKU's stock is the campaign's), loads it into Redis (Reconcile with
+// repair), split over c.Buckets keys, and returns it open. Creating it again
+// with the same rules finishes a Create that failed half-way; with other
+// rules it is ErrInvalid.
 func (s *Service) Create(ctx context.Context, c Campaign) (*Sale, error) {
 	switch {
 	case !idPattern.MatchString(c.ID) || !idPattern.MatchString(c.SKU):
 		return nil, fmt.Errorf("%w: campaign and SKU ids are 1..64 of A-Z a-z 0-9 _ . : -", ErrInvalid)
 	case c.Stock < 1 || c.Limit < 1 || c.Buckets < 1 || c.Buckets > 1024 || int64(c.Buckets) > c.Stock:
 		return nil, fmt.Errorf("%w: stock %d, limit %d, buckets %d (1..min(1024, stock))", ErrInvalid, c.Stock, c.Limit, c.Buckets)
+	case c.Price < 1:
+		return nil, fmt.Errorf("%w: price %d", ErrInvalid, c.Price)
 	case !c.Ends.After(c.Starts):
 		return nil, fmt.Errorf("%w: ends %v not after starts %v", ErrInvalid, c.Ends, c.Starts)
 	}
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_campaigns (id, sku, stock, per_user, buckets, starts_at, ends_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			c.ID, c.SKU, c.Stock, c.Limit, c.Buckets, c.Starts.UnixMilli(), c.Ends.UnixMilli()); err != nil {
-			if sqlutil.IsDuplicate(err) {
-				return fmt.Errorf("%w: campaign %s exists", ErrInvalid, c.ID)
-			}
-			return fmt.Errorf("seckill: create campaign: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO seckill_stock (sku, n) VALUES (?, ?)`, c.SKU, c.Stock); err != nil {
-			return fmt.Errorf("seckill: stock of %s: %w", c.SKU, err)
-		}
-		return nil
+	c.Starts, c.Ends = time.UnixMilli(c.Starts.UnixMilli()), time.UnixMilli(c.Ends.UnixMilli())
+	err := sqlutil.Retry(ctx, 10, func() error {
+		_, err := s.db.ExecContext(ctx, `INSERT INTO seckill_campaigns (id, sku, price, stock, per_user, buckets, starts_at, ends_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.ID, c.SKU, c.Price, c.Stock, c.Limit, c.Buckets, c.Starts.UnixMilli(), c.Ends.UnixMilli())
+		return err
 	})
-	if err != nil {
-		return nil, err
+	if sqlutil.IsDuplicate(err) {
+		had, err := s.readCampaign(ctx, c.ID)
+		if err != nil {
+			return nil, err
+		}
+		if had != c {
+			return nil, fmt.Errorf("%w: campaign %s exists with other rules", ErrInvalid, c.ID)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("seckill: create campaign: %w", err)
+	}
+	if err := s.orders.CreateSKU(ctx, c.SKU, c.Price, c.Stock); err != nil {
+		return nil, fmt.Errorf("seckill: campaign %s: %w", c.ID, err)
 	}
 	sl, err := s.Open(ctx, c.ID)
 	if err != nil {
@@ -269,7 +274,7 @@ func (s *Service) readCampaign(ctx context.Context, id string) (Campaign, error)
 		StartsAt int64 `db:"starts_at"`
 		EndsAt   int64 `db:"ends_at"`
 	}
-	err := s.db.GetContext(ctx, &row, `SELECT id, sku, stock, per_user, buckets, starts_at, ends_at FROM seckill_campaigns WHERE id = ?`, id)
+	err := s.db.GetContext(ctx, &row, `SELECT id, sku, price, stock, per_user, buckets, starts_at, ends_at FROM seckill_campaigns WHERE id = ?`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Campaign{}, fmt.Errorf("%w: %s", ErrNoCampaign, id)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/kafka"
+	"github.com/casebook-dev/casebook/order"
 	"github.com/casebook-dev/casebook/outbox"
 	"github.com/casebook-dev/casebook/seckill"
 )
@@ -25,33 +26,44 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 var saleStart = time.Date(2026, 11, 11, 20, 0, 0, 0, time.UTC)
 
 type fixture struct {
-	t   *testing.T
-	s   *seckill.Service
-	sl  *seckill.Sale
-	r   *testenv.Redis
-	db  *sqlx.DB
-	clk *testenv.Clock
+	t      *testing.T
+	s      *seckill.Service
+	sl     *seckill.Sale
+	r      *testenv.Redis
+	db     *sqlx.DB // the campaigns'
+	orders *order.Service
+	clk    *testenv.Clock
 }
 
+// setup opens campaign c1 of sku-1 (price 100) over r, with its orders in 2
+// databases × 2 tables of the order block.
 func setup(t *testing.T, r *testenv.Redis, stock, limit int64, buckets int, cfg seckill.Config) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	clk := testenv.NewClock(saleStart.Add(time.Second))
 	cfg.Namespace, cfg.Now, cfg.IDs = r.Namespace, clk.Now, newIDs(t)
-	db := testenv.NewSQL(t)
-	s, err := seckill.New(r.Client, db, cfg)
+	dbs := testenv.NewSQLs(t, 2)
+	orders, err := order.New(r.Client, dbs, order.Config{TablesPerDB: 2, Namespace: r.Namespace, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { orders.Close() })
+	if err := orders.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := seckill.New(r.Client, dbs[0], orders, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sl, err := s.Create(ctx, seckill.Campaign{ID: "c1", SKU: "sku-1", Stock: stock, Limit: limit, Buckets: buckets, Starts: saleStart, Ends: saleStart.Add(time.Hour)})
+	sl, err := s.Create(ctx, seckill.Campaign{ID: "c1", SKU: "sku-1", Price: 100, Stock: stock, Limit: limit, Buckets: buckets, Starts: saleStart, Ends: saleStart.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { testenv.DeleteKeys(context.Background(), r.Client, "rate:"+r.Namespace+"*") })
-	return &fixture{t: t, s: s, sl: sl, r: r, db: db, clk: clk}
+	return &fixture{t: t, s: s, sl: sl, r: r, db: dbs[0], orders: orders, clk: clk}
 }
 
 var nodes atomic.Int64
@@ -129,23 +141,93 @@ func dial(t *testing.T, brokers []string) *kafka.Publisher {
 	return p
 }
 
+// What an order means for its units, as the tests count them.
+const (
+	statePending  = "pending"  // reserved, unpaid
+	statePaid     = "paid"     // paid (or later states)
+	stateReleased = "released" // closed unpaid: units back
+	stateRejected = "rejected" // closed out of stock: SQL had no unit for it
+)
+
+// allOrders reads every order of the test's databases.
+func (f *fixture) allOrders(ctx context.Context) []order.Order {
+	f.t.Helper()
+	var all []order.Order
+	for cursor := ""; ; {
+		page, next, err := f.orders.Search(ctx, order.Filter{}, cursor, 500)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all
+		}
+		cursor = next
+	}
+}
+
+func state(o order.Order) string {
+	switch {
+	case o.Status == order.Pending:
+		return statePending
+	case o.Status == order.Closed && o.CloseReason == order.ReasonOutOfStock:
+		return stateRejected
+	case o.Status == order.Closed:
+		return stateReleased
+	}
+	return statePaid
+}
+
+// sqlCounts sums the units of the campaign's orders by what they mean, and
+// reads the SKU's available units.
 func (f *fixture) sqlCounts(ctx context.Context) (orders map[string]int64, stock int64) {
 	f.t.Helper()
-	var rows []struct {
-		Status string `db:"status"`
-		Units  int64  `db:"units"`
-	}
-	if err := f.db.SelectContext(ctx, &rows, `SELECT status, SUM(qty) AS units FROM seckill_orders GROUP BY status`); err != nil {
-		f.t.Fatal(err)
-	}
 	orders = map[string]int64{}
-	for _, r := range rows {
-		orders[r.Status] = r.Units
+	for _, o := range f.allOrders(ctx) {
+		orders[state(o)] += o.Items[0].Qty
 	}
-	if err := f.db.GetContext(ctx, &stock, `SELECT n FROM seckill_stock WHERE sku = 'sku-1'`); err != nil {
+	st, err := f.orders.StockOf(ctx, "sku-1")
+	if err != nil {
 		f.t.Fatal(err)
 	}
-	return orders, stock
+	return orders, st.Available
+}
+
+// errRefused: the order closed before the payment; the money is refunded.
+var errRefused = errors.New("paid after the close: refunded")
+
+// pay pays user's reservation id through the order block, as the buyer and
+// the gateway's callback would: nil once the order is paid (again, for a
+// repeat), errRefused when its close won, seckill.ErrNotReady before the
+// consumer created it.
+func (f *fixture) pay(ctx context.Context, user, id string) error {
+	o, err := f.s.OrderOf(ctx, user, id)
+	if err != nil {
+		return err
+	}
+	p, err := f.orders.StartPayment(ctx, o.ID, "test")
+	if errors.Is(err, order.ErrIllegalTransition) {
+		if o, err = f.orders.Get(ctx, o.ID); err == nil && o.Status == order.Closed {
+			err = errRefused
+		} else if err == nil && o.Status != order.Paid {
+			err = fmt.Errorf("order %d is %s", o.ID, o.Status)
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	out, err := f.orders.HandleCallback(ctx, order.Callback{PayNo: p.PayNo, GatewayTxn: fmt.Sprint("txn-", p.PayNo), Amount: p.Amount,
+		Currency: p.Currency, Success: true, PaidAt: f.clk.Now()})
+	switch {
+	case err != nil:
+		return err
+	case out == order.OutcomeRefund:
+		return errRefused
+	case out != order.OutcomePaid:
+		return fmt.Errorf("callback of %s: %s", id, out)
+	}
+	return nil
 }
 
 // TestStress: 10,000 goroutines, users repeating, against 1000 units: exactly
@@ -223,7 +305,7 @@ func TestStress(t *testing.T) {
 			}
 			f.deliver(ctx, nil)
 			orders, stock := f.sqlCounts(ctx)
-			if orders[seckill.Pending] != 1000 || stock != 0 || len(orders) != 1 {
+			if orders[statePending] != 1000 || stock != 0 || len(orders) != 1 {
 				t.Fatalf("SQL: orders %v, stock %d; want 1000 pending, 0 left", orders, stock)
 			}
 			if rep, err := f.sl.Reconcile(ctx, false); err != nil || !rep.OK() || rep.InFlight != 0 {
@@ -330,6 +412,7 @@ func TestPayRacesTimeout(t *testing.T) {
 	}
 	f.deliver(ctx, nil)
 	f.clk.Add(16 * time.Minute)
+	user := func(i int) string { return fmt.Sprintf("p%d", i) }
 	var paid, refused atomic.Int64
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -339,13 +422,13 @@ func TestPayRacesTimeout(t *testing.T) {
 			}
 		}
 	})
-	for _, id := range ids {
+	for i, id := range ids {
 		wg.Go(func() {
-			err := f.s.Pay(ctx, id)
+			err := f.pay(ctx, user(i), id)
 			switch {
 			case err == nil:
 				paid.Add(1)
-			case errors.Is(err, seckill.ErrReleased):
+			case errors.Is(err, errRefused):
 				refused.Add(1)
 			default:
 				t.Error(err)
@@ -355,7 +438,7 @@ func TestPayRacesTimeout(t *testing.T) {
 	wg.Wait()
 	f.sl.ReleaseDue(ctx) // whatever the racing passes had not reached
 	orders, stock := f.sqlCounts(ctx)
-	if paid.Load()+refused.Load() != 200 || orders[seckill.Paid] != paid.Load() || orders[seckill.Released] != refused.Load() {
+	if paid.Load()+refused.Load() != 200 || orders[statePaid] != paid.Load() || orders[stateReleased] != refused.Load() {
 		t.Fatalf("paid %d, refused %d; SQL %v", paid.Load(), refused.Load(), orders)
 	}
 	left, _ := f.sl.RedisStock(ctx)
@@ -363,9 +446,9 @@ func TestPayRacesTimeout(t *testing.T) {
 		t.Fatalf("released %d units; SQL stock %d, Redis stock %d", refused.Load(), stock, left)
 	}
 	// Paying twice is fine; paying a released one is refused again.
-	for _, id := range ids {
-		err := f.s.Pay(ctx, id)
-		if err != nil && !errors.Is(err, seckill.ErrReleased) {
+	for i, id := range ids {
+		err := f.pay(ctx, user(i), id)
+		if err != nil && !errors.Is(err, errRefused) {
 			t.Fatal(err)
 		}
 	}
@@ -374,9 +457,9 @@ func TestPayRacesTimeout(t *testing.T) {
 	}
 }
 
-// A reservation released before its order event reached SQL: the release is
-// recorded first, and the late event neither creates a pending order nor
-// deducts stock.
+// A reservation released before its order event reached SQL: the release
+// creates the order (due) and closes it, and the late event neither creates
+// a second order nor deducts stock.
 func TestReleaseBeforeOrderRecorded(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 5, 1, 1, seckill.Config{})
@@ -390,10 +473,10 @@ func TestReleaseBeforeOrderRecorded(t *testing.T) {
 	}
 	f.deliver(ctx, nil)
 	orders, stock := f.sqlCounts(ctx)
-	if orders[seckill.Released] != 1 || orders[seckill.Pending] != 0 || stock != 5 {
+	if orders[stateReleased] != 1 || orders[statePending] != 0 || stock != 5 {
 		t.Fatalf("SQL %v, stock %d; want one released order and all 5 units", orders, stock)
 	}
-	if err := f.s.Pay(ctx, id); !errors.Is(err, seckill.ErrReleased) {
+	if err := f.pay(ctx, "late", id); !errors.Is(err, errRefused) {
 		t.Fatalf("pay after release: %v", err)
 	}
 	if left, _ := f.sl.RedisStock(ctx); left != 5 {
@@ -436,7 +519,7 @@ func TestKafkaOutage(t *testing.T) {
 	send.down.Store(false)
 	f.deliver(ctx, send)
 	orders, stock := f.sqlCounts(ctx)
-	if orders[seckill.Pending] != 300 || stock != 0 {
+	if orders[statePending] != 300 || stock != 0 {
 		t.Fatalf("SQL %v, stock %d", orders, stock)
 	}
 }
@@ -486,7 +569,7 @@ func TestRedisRestartMidSale(t *testing.T) {
 	}
 	f.deliver(ctx, nil)
 	orders, stock := f.sqlCounts(ctx)
-	if orders[seckill.Pending] > 500 || orders[seckill.Pending]+stock != 500 || stock < 0 {
+	if orders[statePending] > 500 || orders[statePending]+stock != 500 || stock < 0 {
 		t.Fatalf("SQL %v, stock %d: more recorded than stock", orders, stock)
 	}
 	t.Logf("sold %d in Redis across the restart; SQL: %v, stock %d", sold.Load(), orders, stock)
@@ -549,7 +632,7 @@ func TestPoisonOrdersDoNotBlock(t *testing.T) {
 		t.Fatalf("poisoned %d (%d ErrBadMessage), handled %d; want %d poisoned, 2 handled", c.Poisoned(), badMessage.Load(), c.Handled(), len(poison))
 	}
 	orders, stock := f.sqlCounts(ctx)
-	if orders[seckill.Pending] != 2 || stock != 8 || len(orders) != 1 {
+	if orders[statePending] != 2 || stock != 8 || len(orders) != 1 {
 		t.Fatalf("SQL %v, stock %d; want the 2 good orders pending, 8 left", orders, stock)
 	}
 }
@@ -568,7 +651,7 @@ func TestSaleKeepsRecordedRules(t *testing.T) {
 	}
 	rules := f.sl.Campaign()
 	rules.Limit, rules.Buckets, rules.Ends = 100, 1, saleStart.AddDate(1, 0, 0)
-	other, err := seckill.New(f.r.Client, f.db, seckill.Config{Namespace: f.r.Namespace, Now: f.clk.Now, IDs: newIDs(t)})
+	other, err := seckill.New(f.r.Client, f.db, f.orders, seckill.Config{Namespace: f.r.Namespace, Now: f.clk.Now, IDs: newIDs(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +706,7 @@ func TestReleaseRedisErrorKeepsUnits(t *testing.T) {
 	}
 	f.deliver(ctx, nil)
 	orders, stock := f.sqlCounts(ctx)
-	if left, _ := f.sl.RedisStock(ctx); left != 5 || stock != 5 || orders[seckill.Released] != 1 {
+	if left, _ := f.sl.RedisStock(ctx); left != 5 || stock != 5 || orders[stateReleased] != 1 {
 		t.Fatalf("Redis stock %d, SQL stock %d, orders %v; want all 5 back and one released order", left, stock, orders)
 	}
 }
@@ -660,17 +743,23 @@ func TestIDsNeverRepeatAfterRedisRollback(t *testing.T) {
 	}
 	buy("u5", "u6")
 	f.deliver(ctx, nil)
+	byRequest := map[string][]string{}
+	for _, o := range f.allOrders(ctx) {
+		byRequest[o.RequestID] = append(byRequest[o.RequestID], o.User)
+	}
 	for id, u := range owner {
-		var got string
-		if err := f.db.GetContext(ctx, &got, `SELECT user_id FROM seckill_orders WHERE id = ?`, id); err != nil || got != u {
-			t.Errorf("order %s: user %q (%v), want %s", id, got, err, u)
+		if got := byRequest[id]; len(got) != 1 || got[0] != u {
+			t.Errorf("orders of reservation %s: users %q, want just %s", id, got, u)
 		}
 	}
 }
 
-// An order message reusing a recorded id for another buyer, campaign or
-// quantity is not taken for a redelivery: it is a poison conflict, and the
-// recorded order stays as it was. The same order delivered again is fine.
+// An order message reusing a recorded reservation id for the same buyer with
+// another quantity is not taken for a redelivery: it is a poison conflict,
+// and the recorded order stays as it was. The same order delivered again is
+// fine. Orders are keyed by (buyer, reservation id), so the id arriving with
+// another buyer is that buyer's own order: alice's is untouched, and the
+// stray order's close cannot release alice's reservation.
 func TestReusedIDIsAConflict(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 10, 2, 1, seckill.Config{})
@@ -679,35 +768,46 @@ func TestReusedIDIsAConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.deliver(ctx, nil)
-	var payBy int64
-	if err := f.db.GetContext(ctx, &payBy, `SELECT pay_by FROM seckill_orders WHERE id = ?`, id); err != nil {
+	alice, err := f.s.OrderOf(ctx, "alice", id)
+	if err != nil {
 		t.Fatal(err)
 	}
 	msg := func(user string, qty int64) []byte {
-		return seckill.EncodeOrderMessage(seckill.OrderMessage{Campaign: "c1", Orders: []seckill.Order{{ID: id, User: user, Qty: qty, PayBy: time.UnixMilli(payBy)}}})
+		return seckill.EncodeOrderMessage(seckill.OrderMessage{Campaign: "c1", Orders: []seckill.Order{{ID: id, User: user, Qty: qty, PayBy: alice.PayDeadline}}})
 	}
-	for _, m := range [][]byte{msg("mallory", 1), msg("alice", 2)} {
-		if err := f.s.HandleOrder(ctx, []byte("c1"), m); !errors.Is(err, outbox.ErrPoison) || !errors.Is(err, seckill.ErrIDConflict) {
-			t.Fatalf("conflicting order %s: %v; want ErrIDConflict, poison", m, err)
-		}
+	if err := f.s.HandleOrder(ctx, []byte("c1"), msg("alice", 2)); !errors.Is(err, outbox.ErrPoison) || !errors.Is(err, seckill.ErrIDConflict) {
+		t.Fatalf("alice's id with another quantity: %v; want ErrIDConflict, poison", err)
 	}
 	if err := f.s.HandleOrder(ctx, []byte("c1"), msg("alice", 1)); err != nil {
 		t.Fatalf("redelivery: %v", err)
 	}
-	var user string
-	var qty int64
-	row := f.db.QueryRowContext(ctx, `SELECT user_id, qty FROM seckill_orders WHERE id = ?`, id)
-	if err := row.Scan(&user, &qty); err != nil || user != "alice" || qty != 1 {
-		t.Fatalf("order %s is now %s × %d (%v)", id, user, qty, err)
+	if err := f.s.HandleOrder(ctx, []byte("c1"), msg("mallory", 1)); err != nil {
+		t.Fatalf("the id with another buyer: %v", err)
 	}
-	if orders, stock := f.sqlCounts(ctx); orders[seckill.Pending] != 1 || stock != 9 {
-		t.Fatalf("SQL %v, stock %d", orders, stock)
+	mallory, err := f.s.OrderOf(ctx, "mallory", id)
+	if err != nil || mallory.ID == alice.ID {
+		t.Fatalf("mallory's order %d (%v), alice's %d", mallory.ID, err, alice.ID)
+	}
+	if again, err := f.s.OrderOf(ctx, "alice", id); err != nil || again.ID != alice.ID || again.Items[0].Qty != 1 || again.Status != order.Pending {
+		t.Fatalf("alice's order is now %+v (%v)", again, err)
+	}
+	closed, err := f.orders.CancelOrder(ctx, mallory.ID, order.ReasonOperatorCancel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := fmt.Appendf(nil, `{"v":1,"id":"o%d-v%d","kind":"status","order":%d,"user":"mallory","from":"pending","to":"closed","version":%d,"amount":100,"at":1}`,
+		closed.ID, closed.Version, closed.ID, closed.Version)
+	if err := f.s.HandleOrderEvent(ctx, nil, ev); !errors.Is(err, seckill.ErrIDConflict) || !errors.Is(err, outbox.ErrPoison) {
+		t.Fatalf("the stray order's close: %v; want ErrIDConflict, poison", err)
+	}
+	if left, _ := f.sl.RedisStock(ctx); left != 9 {
+		t.Fatalf("Redis stock %d: the stray close released alice's unit", left)
 	}
 }
 
-// Pay races the consumer creating the orders: every payment that returns nil
-// is recorded (the order is paid in SQL and closed in Redis), whichever of the
-// two got there first.
+// Payments race the consumer creating the orders: every payment that returns
+// nil is recorded (the order is paid), whichever of the two got there first,
+// and the paid reservations close in Redis without restocking.
 func TestPayRacesOrderCreation(t *testing.T) {
 	ctx := context.Background()
 	const n = 400
@@ -731,10 +831,10 @@ func TestPayRacesOrderCreation(t *testing.T) {
 			}
 		})
 	}
-	for _, id := range ids {
+	for i, id := range ids {
 		wg.Go(func() {
 			for {
-				err := f.s.Pay(ctx, id)
+				err := f.pay(ctx, fmt.Sprintf("p%d", i), id)
 				if !errors.Is(err, seckill.ErrNotReady) {
 					if err != nil {
 						t.Errorf("pay %s: %v", id, err)
@@ -747,11 +847,19 @@ func TestPayRacesOrderCreation(t *testing.T) {
 	}
 	wg.Wait()
 	orders, stock := f.sqlCounts(ctx)
-	if orders[seckill.Paid] != n || len(orders) != 1 || stock != 0 {
+	if orders[statePaid] != n || len(orders) != 1 || stock != 0 {
 		t.Fatalf("every Pay returned nil, yet SQL has %v, stock %d; want %d paid", orders, stock, n)
 	}
 	if rep, err := f.sl.Reconcile(ctx, false); err != nil || !rep.OK() {
-		t.Fatalf("reservations still open in Redis: %+v, %v", rep, err)
+		t.Fatalf("after the payments: %+v, %v", rep, err)
+	}
+	f.events(ctx)
+	if open, left := f.open(ctx), int64(0); open != 0 {
+		left, _ = f.sl.RedisStock(ctx)
+		t.Fatalf("%d paid reservations still open in Redis after the events (stock %d)", open, left)
+	}
+	if left, _ := f.sl.RedisStock(ctx); left != 0 {
+		t.Fatalf("closing paid reservations restocked %d units", left)
 	}
 }
 
@@ -796,13 +904,13 @@ func TestReleaseRacesConsumerAndPay(t *testing.T) {
 			}
 		})
 	}
-	for _, id := range ids {
+	for i, id := range ids {
 		wg.Go(func() {
 			for {
-				switch err := f.s.Pay(ctx, id); {
+				switch err := f.pay(ctx, fmt.Sprintf("u%d", i), id); {
 				case err == nil:
 					paid.Add(1)
-				case errors.Is(err, seckill.ErrReleased):
+				case errors.Is(err, errRefused):
 					refused.Add(1)
 				case errors.Is(err, seckill.ErrNotReady):
 					time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond)
@@ -818,7 +926,7 @@ func TestReleaseRacesConsumerAndPay(t *testing.T) {
 	release() // whatever the racing passes had not reached
 	orders, stock := f.sqlCounts(ctx)
 	left, _ := f.sl.RedisStock(ctx)
-	if paid.Load()+refused.Load() != n || orders[seckill.Paid] != paid.Load() || orders[seckill.Released] != refused.Load() ||
+	if paid.Load()+refused.Load() != n || orders[statePaid] != paid.Load() || orders[stateReleased] != refused.Load() ||
 		released.Load() != refused.Load() || stock != refused.Load() || left != refused.Load() {
 		t.Fatalf("paid %d, refused %d, passes counted %d released; SQL %v, stock %d; Redis stock %d",
 			paid.Load(), refused.Load(), released.Load(), orders, stock, left)
@@ -834,6 +942,87 @@ func TestReleaseRacesConsumerAndPay(t *testing.T) {
 	}
 	if paid.Load() != n {
 		t.Fatalf("%d users hold a unit or a quota after buying again, want all %d", paid.Load(), n)
+	}
+}
+
+// events relays the order block's outbox and hands every event to
+// HandleOrderEvent (twice: redeliveries change nothing), returning how many.
+func (f *fixture) events(ctx context.Context) int {
+	f.t.Helper()
+	c := &collect{}
+	n, err := f.orders.RelayOutbox(ctx, c, "order-events", 10_000)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for range 2 {
+		for _, v := range c.values {
+			if err := f.s.HandleOrderEvent(ctx, nil, v); err != nil {
+				f.t.Fatalf("event %s: %v", v, err)
+			}
+		}
+	}
+	return n
+}
+
+// open counts the reservations open in Redis.
+func (f *fixture) open(ctx context.Context) int64 {
+	f.t.Helper()
+	var n int64
+	for b := range f.sl.Campaign().Buckets {
+		k, err := f.r.Client.HLen(ctx, f.sl.Key(b, "res")).Result()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		n += k
+	}
+	return n
+}
+
+// An order cancelled before its deadline, and one paid, reach the gate
+// through the order block's events at once: the cancelled unit is back on
+// sale in Redis with its buyer's quota, the paid one's reservation closes
+// and its quota stays used. Every event delivered twice changes nothing.
+func TestOrderEventsSettleAtOnce(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedisCluster(t), 4, 1, 2, seckill.Config{})
+	ids := map[string]string{}
+	for _, u := range []string{"keeps", "cancels"} {
+		id, err := f.sl.Buy(ctx, u, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[u] = id
+	}
+	f.deliver(ctx, nil)
+	if err := f.pay(ctx, "keeps", ids["keeps"]); err != nil {
+		t.Fatal(err)
+	}
+	o, err := f.s.OrderOf(ctx, "cancels", ids["cancels"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.orders.CancelOrder(ctx, o.ID, order.ReasonUserCancel); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.events(ctx); n < 4 { // 2 created, 1 paid, 1 closed
+		t.Fatalf("%d order events", n)
+	}
+	orders, stock := f.sqlCounts(ctx)
+	left, _ := f.sl.RedisStock(ctx)
+	if left != 3 || stock != 3 || f.open(ctx) != 0 || orders[statePaid] != 1 || orders[stateReleased] != 1 {
+		t.Fatalf("Redis stock %d, SQL %v with %d left, %d reservations open; want 3 in both and none open", left, orders, stock, f.open(ctx))
+	}
+	if _, err := f.sl.Buy(ctx, "cancels", 1); err != nil {
+		t.Fatalf("the cancelled buyer's quota did not come back: %v", err)
+	}
+	if _, err := f.sl.Buy(ctx, "keeps", 1); !errors.Is(err, seckill.ErrLimitReached) {
+		t.Fatalf("the paying buyer bought again: %v", err)
+	}
+	if bad := f.s.HandleOrderEvent(ctx, nil, []byte(`{"v":1}`)); !errors.Is(bad, outbox.ErrPoison) {
+		t.Fatalf("a malformed event: %v, want poison", bad)
+	}
+	if rep, err := f.sl.Reconcile(ctx, false); err != nil || !rep.OK() {
+		t.Fatalf("after the events: %+v, %v", rep, err)
 	}
 }
 
@@ -903,7 +1092,7 @@ func TestLostRepliesActOnce(t *testing.T) {
 			t.Fatalf("third unit of 2: %v", err)
 		}
 		f.record(ctx)
-		if err := f.s.Pay(ctx, id); err != nil {
+		if err := f.pay(ctx, "victim", id); err != nil {
 			t.Fatalf("pay the returned id: %v", err)
 		}
 	})
@@ -984,26 +1173,30 @@ func (f *fixture) checkRebuilt(ctx context.Context, initial, limit int64) {
 		f.t.Fatalf("after the repair: %+v, %v", rep, err)
 	}
 	orders, _ := f.sqlCounts(ctx)
-	if sold := orders[seckill.Pending] + orders[seckill.Paid]; sold+rep.RedisStock+rep.InFlight != initial {
+	if sold := orders[statePending] + orders[statePaid]; sold+rep.RedisStock+rep.InFlight != initial {
 		f.t.Fatalf("sold %d in SQL + Redis stock %d + in flight %d ≠ %d", sold, rep.RedisStock, rep.InFlight, initial)
 	}
-	var full []string
-	if err := f.db.SelectContext(ctx, &full, `SELECT user_id FROM seckill_orders WHERE status IN (?, ?) GROUP BY user_id HAVING SUM(qty) >= ?`,
-		seckill.Pending, seckill.Paid, limit); err != nil {
-		f.t.Fatal(err)
+	holds := map[string]int64{}
+	for _, o := range f.allOrders(ctx) {
+		if st := state(o); st == statePending || st == statePaid {
+			holds[o.User] += o.Items[0].Qty
+		}
 	}
-	for _, u := range full {
+	for u, n := range holds {
+		if n < limit {
+			continue
+		}
 		if _, err := f.sl.Buy(ctx, u, 1); !errors.Is(err, seckill.ErrLimitReached) {
 			f.t.Errorf("%s holds %d units in SQL and bought again: %v", u, limit, err)
 		}
 	}
 	f.clk.Add(time.Hour)
-	if n, err := f.sl.ReleaseDue(ctx); err != nil || int64(n) != orders[seckill.Pending] {
-		f.t.Fatalf("released %d of %d pending orders: %v", n, orders[seckill.Pending], err)
+	if n, err := f.sl.ReleaseDue(ctx); err != nil || int64(n) != orders[statePending] {
+		f.t.Fatalf("released %d of %d pending orders: %v", n, orders[statePending], err)
 	}
 	after, stock := f.sqlCounts(ctx)
-	if left, _ := f.sl.RedisStock(ctx); stock != initial-after[seckill.Paid] || left != stock {
-		f.t.Fatalf("after the releases: SQL %v, stock %d, Redis stock %d; want %d in both", after, stock, left, initial-after[seckill.Paid])
+	if left, _ := f.sl.RedisStock(ctx); stock != initial-after[statePaid] || left != stock {
+		f.t.Fatalf("after the releases: SQL %v, stock %d, Redis stock %d; want %d in both", after, stock, left, initial-after[statePaid])
 	}
 }
 
@@ -1031,8 +1224,8 @@ func TestReconcileAfterRestartWithoutPersistence(t *testing.T) {
 	buy("u2", 1)
 	buy("u3", 1)
 	f.record(ctx)
-	for _, id := range []string{ids["u0"][0], ids["u2"][0]} {
-		if err := f.s.Pay(ctx, id); err != nil {
+	for _, u := range []string{"u0", "u2"} {
+		if err := f.pay(ctx, u, ids[u][0]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1080,12 +1273,12 @@ func TestReconcileAfterFailover(t *testing.T) {
 		return ids
 	}
 	early := []string{on0("a"), on0("b"), on0("c"), "x", "y", "z"}
-	var paid string
+	var paidID string
 	for _, u := range early {
-		paid = buy(u, 1)[0]
+		paidID = buy(u, 1)[0]
 	}
 	f.record(ctx)
-	if err := f.s.Pay(ctx, paid); err != nil {
+	if err := f.pay(ctx, early[len(early)-1], paidID); err != nil {
 		t.Fatal(err)
 	}
 	sh := shardOf(t, cc, f.sl.Key(0, "stock"))
@@ -1095,7 +1288,8 @@ func TestReconcileAfterFailover(t *testing.T) {
 	buy(on0("d"), 2)
 	inKafka := f.drain(ctx) // relayed before the failover
 	buy(early[2], 1)        // lost with the master
-	lost := buy(on0("e"), 1)[0]
+	loser := on0("e")
+	lost := buy(loser, 1)[0]
 	sh.failover(t)
 	for _, v := range inKafka {
 		if err := f.s.HandleOrder(ctx, nil, v); err != nil {
@@ -1111,7 +1305,7 @@ func TestReconcileAfterFailover(t *testing.T) {
 	if rep, err = f.sl.Reconcile(ctx, true); err != nil || !rep.Repaired {
 		t.Fatalf("repair: %+v, %v", rep, err)
 	}
-	if err := f.s.Pay(ctx, lost); !errors.Is(err, seckill.ErrNotReady) {
+	if err := f.pay(ctx, loser, lost); !errors.Is(err, seckill.ErrNotReady) {
 		t.Fatalf("paying a reservation the failover lost before it was relayed: %v", err)
 	}
 	f.checkRebuilt(ctx, 40, 2)
@@ -1171,7 +1365,7 @@ func TestRepairDuringSale(t *testing.T) {
 		t.Fatalf("%d repairs, %d sold; want a repair and %d sold", repairs, sold.Load(), stock)
 	}
 	f.record(ctx)
-	if orders, left := f.sqlCounts(ctx); orders[seckill.Pending] != stock || len(orders) != 1 || left != 0 {
+	if orders, left := f.sqlCounts(ctx); orders[statePending] != stock || len(orders) != 1 || left != 0 {
 		t.Fatalf("SQL %v, stock %d; want %d pending, none rejected", orders, left, stock)
 	}
 	if rep, err := f.sl.Reconcile(ctx, false); err != nil || !rep.OK() || rep.RedisStock != 0 {
@@ -1214,7 +1408,7 @@ func TestWaitForReplicas(t *testing.T) {
 			}
 		}
 		f.record(ctx)
-		if orders, _ := f.sqlCounts(ctx); orders[seckill.Pending] != 2 {
+		if orders, _ := f.sqlCounts(ctx); orders[statePending] != 2 {
 			t.Fatalf("SQL %v, want the 2 unconfirmed purchases recorded", orders)
 		}
 	})

@@ -12,19 +12,29 @@ import (
 
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/kafka"
+	"github.com/casebook-dev/casebook/order"
 	"github.com/casebook-dev/casebook/outbox"
 	"github.com/casebook-dev/casebook/seckill"
 )
 
 // seckillFlow sells 10 units to 15 buyers, relays the purchases to Kafka
-// and records them as orders in SQL, then checks Redis and SQL agree.
+// and records them as orders in SQL through the order block, then checks
+// Redis and SQL agree.
 func seckillFlow(ctx context.Context, rdb redis.UniversalClient, db *sqlx.DB, brokers []string, pub outbox.Publisher, ns string) error {
 	ids, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 7})
 	if err != nil {
 		return err
 	}
 	defer ids.Close()
-	svc, err := seckill.New(rdb, db, seckill.Config{Namespace: ns + ":seckill", IDs: ids})
+	orders, err := order.New(rdb, []*sqlx.DB{db}, order.Config{Namespace: ns + ":order"})
+	if err != nil {
+		return err
+	}
+	defer orders.Close()
+	if err := orders.Migrate(ctx); err != nil {
+		return err
+	}
+	svc, err := seckill.New(rdb, db, orders, seckill.Config{Namespace: ns + ":seckill", IDs: ids})
 	if err != nil {
 		return err
 	}
@@ -32,7 +42,7 @@ func seckillFlow(ctx context.Context, rdb redis.UniversalClient, db *sqlx.DB, br
 		return err
 	}
 	campaign := "flash-" + ns[len(ns)-6:]
-	if _, err := svc.Create(ctx, seckill.Campaign{ID: campaign, SKU: "sku-" + campaign, Stock: 10, Limit: 1, Buckets: 2,
+	if _, err := svc.Create(ctx, seckill.Campaign{ID: campaign, SKU: "sku-" + campaign, Price: 100, Stock: 10, Limit: 1, Buckets: 2,
 		Starts: time.Now().Add(-time.Minute), Ends: time.Now().Add(time.Hour)}); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 // Command seckill runs a flash sale: 1,000 units split over 8 buckets of a
 // Redis Cluster, 20,000 concurrent buyers through the batcher, orders relayed
-// through Kafka into SQL, and the unpaid ones released.
+// through Kafka into the order block (SQL), nine in ten paid through a
+// gateway callback, and the unpaid ones released.
 //
 //	go run ./examples/seckill
 //
@@ -21,9 +22,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/kafka"
+	"github.com/casebook-dev/casebook/order"
 	"github.com/casebook-dev/casebook/outbox"
 	"github.com/casebook-dev/casebook/seckill"
 )
@@ -50,14 +54,22 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	svc, err := seckill.New(r.Client, sqlb.DB, seckill.Config{Namespace: ns, Now: clock, IDs: ids})
+	orders, err := order.New(r.Client, []*sqlx.DB{sqlb.DB}, order.Config{Namespace: ns, Now: clock})
+	if err != nil {
+		return err
+	}
+	defer orders.Close()
+	if err := orders.Migrate(ctx); err != nil {
+		return err
+	}
+	svc, err := seckill.New(r.Client, sqlb.DB, orders, seckill.Config{Namespace: ns, Now: clock, IDs: ids})
 	if err != nil {
 		return err
 	}
 	if err := svc.Migrate(ctx); err != nil {
 		return err
 	}
-	_, err = svc.Create(ctx, seckill.Campaign{ID: "double11", SKU: "phone-128g", Stock: 1000, Limit: 1, Buckets: 8,
+	_, err = svc.Create(ctx, seckill.Campaign{ID: "double11", SKU: "phone-128g-" + ns[len(ns)-6:], Price: 399900, Stock: 1000, Limit: 1, Buckets: 8,
 		Starts: clock().Add(-time.Second), Ends: clock().Add(time.Hour)})
 	if err != nil {
 		return err
@@ -70,17 +82,18 @@ func run(ctx context.Context) error {
 	b := sale.NewBatcher(seckill.BatchConfig{})
 	var won, soldOut, limited atomic.Int64
 	var mu sync.Mutex
-	var reservations []string
+	var reservations [][2]string // user, reservation id
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range 20_000 {
 		wg.Go(func() {
-			id, err := b.Buy(ctx, "user-"+strconv.Itoa(i%15_000), 1) // some users try twice
+			user := "user-" + strconv.Itoa(i%15_000) // some users try twice
+			id, err := b.Buy(ctx, user, 1)
 			switch {
 			case err == nil:
 				won.Add(1)
 				mu.Lock()
-				reservations = append(reservations, id)
+				reservations = append(reservations, [2]string{user, id})
 				mu.Unlock()
 			case errors.Is(err, seckill.ErrSoldOut):
 				soldOut.Add(1)
@@ -118,13 +131,25 @@ func run(ctx context.Context) error {
 	}
 
 	paid := 0
-	for i, id := range reservations {
-		if i%10 != 0 { // nine in ten pay
-			if err := svc.Pay(ctx, id); err != nil {
-				return err
-			}
-			paid++
+	for i, res := range reservations {
+		if i%10 == 0 { // nine in ten pay
+			continue
 		}
+		o, err := svc.OrderOf(ctx, res[0], res[1])
+		if err != nil {
+			return err
+		}
+		p, err := orders.StartPayment(ctx, o.ID, "wechat")
+		if err != nil {
+			return err
+		}
+		// The gateway's callback (examples/shop runs a real, signing one).
+		out, err := orders.HandleCallback(ctx, order.Callback{PayNo: p.PayNo, GatewayTxn: "wx-" + strconv.FormatInt(p.PayNo, 36),
+			Amount: p.Amount, Currency: p.Currency, Success: true, PaidAt: clock()})
+		if err != nil || out != order.OutcomePaid {
+			return fmt.Errorf("pay %s: %s, %v", res[1], out, err)
+		}
+		paid++
 	}
 	now.Add(int64(16 * time.Minute)) // the others miss the 15-minute deadline
 	released, err := sale.ReleaseDue(ctx)
