@@ -347,6 +347,43 @@ func TestRecoverPaymentsByQuery(t *testing.T) {
 	}
 }
 
+// A buyer pays an attempt at the channel after its order closed, and the
+// callback is lost: the active query still asks about attempts of orders
+// closed within RecoverLookback, and the money becomes a refund; past the
+// lookback it is left to Reconcile.
+func TestRecoverPaymentAfterClose(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, order.Config{PayTimeout: 30 * time.Minute})
+	f.sku("s", 100, 10)
+	late := f.create("u1", "r", order.Line{SKU: "s", Qty: 1})
+	old := f.create("u2", "r", order.Line{SKU: "s", Qty: 1})
+	p1, _ := f.s.StartPayment(ctx, late.ID, "wechat")
+	p2, _ := f.s.StartPayment(ctx, old.ID, "wechat")
+	f.clk.Add(31 * time.Minute)
+	if _, err := f.s.Sweep(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
+	ch := fakeChannel{}
+	if n, err := f.s.RecoverPayments(ctx, ch, time.Minute, 100); err != nil || n != 0 {
+		t.Fatalf("nothing collected yet: recovered %d, %v", n, err)
+	}
+	ch[p1.PayNo] = order.Callback{PayNo: p1.PayNo, GatewayTxn: "wx-late", Amount: p1.Amount, Currency: p1.Currency, Success: true, PaidAt: f.clk.Now()}
+	if n, err := f.s.RecoverPayments(ctx, ch, time.Minute, 100); err != nil || n != 1 {
+		t.Fatalf("collected after the close: recovered %d, %v; want 1", n, err)
+	}
+	if got := f.get(late.ID); got.Status != order.Closed {
+		t.Fatalf("money after the close paid the order: %s", got.Status)
+	}
+	if rs, err := f.s.Refunds(ctx, late.ID); err != nil || len(rs) != 1 || rs[0].Amount != p1.Amount || rs[0].PayNo != p1.PayNo {
+		t.Fatalf("refunds of the late payment: %+v, %v", rs, err)
+	}
+	f.clk.Add(order.RecoverLookback + time.Minute)
+	ch[p2.PayNo] = order.Callback{PayNo: p2.PayNo, GatewayTxn: "wx-older", Amount: p2.Amount, Currency: p2.Currency, Success: true, PaidAt: f.clk.Now()}
+	if n, err := f.s.RecoverPayments(ctx, ch, time.Minute, 100); err != nil || n != 0 {
+		t.Fatalf("an order closed past the lookback: recovered %d, %v; want 0 (Reconcile's)", n, err)
+	}
+}
+
 // RSA-signed callbacks: the right key passes; a wrong key, a tampered body
 // or an old timestamp is refused.
 func TestRSAVerifier(t *testing.T) {
