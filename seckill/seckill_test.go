@@ -1258,7 +1258,7 @@ func TestReconcileAfterRestartWithoutPersistence(t *testing.T) {
 // reports and repairs the loss once the consumer has caught up.
 func TestReconcileAfterFailover(t *testing.T) {
 	ctx := context.Background()
-	r, cc := ownCluster(t)
+	r, cc := testenv.NewPrivateCluster(t)
 	f := setup(t, r, 40, 2, 4, seckill.Config{})
 	on0 := func(prefix string) string { return userOn(f.sl, 0, prefix) }
 	buy := func(user string, n int) []string {
@@ -1281,8 +1281,8 @@ func TestReconcileAfterFailover(t *testing.T) {
 	if err := f.pay(ctx, early[len(early)-1], paidID); err != nil {
 		t.Fatal(err)
 	}
-	sh := shardOf(t, cc, f.sl.Key(0, "stock"))
-	sh.cut(t)
+	sh := testenv.ShardOf(t, cc, f.sl.Key(0, "stock"))
+	sh.Cut(t)
 	buy(early[0], 1)
 	buy(early[1], 1)
 	buy(on0("d"), 2)
@@ -1290,7 +1290,7 @@ func TestReconcileAfterFailover(t *testing.T) {
 	buy(early[2], 1)        // lost with the master
 	loser := on0("e")
 	lost := buy(loser, 1)[0]
-	sh.failover(t)
+	sh.Failover(t)
 	for _, v := range inKafka {
 		if err := f.s.HandleOrder(ctx, nil, v); err != nil {
 			t.Fatal(err)
@@ -1345,7 +1345,7 @@ func TestRepairDuringSale(t *testing.T) {
 	}
 	buyersDone := make(chan struct{})
 	go func() { wg.Wait(); close(buyersDone) }()
-	waitFor(t, "a buy refused for the lost bucket", func() bool { return lost.Load() > 0 })
+	testenv.WaitFor(t, "a buy refused for the lost bucket", func() bool { return lost.Load() > 0 })
 	repairs := 0
 	for waiting := true; waiting; {
 		select {
