@@ -302,7 +302,7 @@ func (c *Channel) Refusals() []Refusal {
 
 // Wait blocks until no callback is pending: every one was acknowledged,
 // refused, abandoned or dropped. It returns ctx's error, or ErrClosed when
-// the channel closes first.
+// the channel closes with callbacks pending.
 func (c *Channel) Wait(ctx context.Context) error {
 	c.mu.Lock()
 	idle := c.idle
@@ -313,6 +313,9 @@ func (c *Channel) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.done:
+		if c.Stats().Pending == 0 {
+			return nil
+		}
 		return ErrClosed
 	}
 }
