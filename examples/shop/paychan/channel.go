@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -88,6 +89,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Retries == nil {
 		c.Retries = WeChatPayRetries
 	}
+	c.Retries = slices.Clone(c.Retries) // the caller's slice may change later
 	if c.Scale == 0 {
 		c.Scale = 1
 	}

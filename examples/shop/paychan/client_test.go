@@ -241,3 +241,33 @@ func TestPayValidation(t *testing.T) {
 		t.Errorf("bad requests changed the books: %+v", st)
 	}
 }
+
+func TestConcurrentPaysCollectOnce(t *testing.T) {
+	sh, notify := newShop(t, ok)
+	ch := start(t, paychan.Config{NotifyURL: notify})
+	cl := ch.Client()
+	txns := make(chan string, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			cb, err := cl.Pay(context.Background(), 42, 500, "CNY")
+			if err != nil {
+				t.Error(err)
+			}
+			txns <- cb.GatewayTxn
+		})
+	}
+	wg.Wait()
+	close(txns)
+	first := <-txns
+	for txn := range txns {
+		if txn != first {
+			t.Errorf("transactions %s and %s for one payment", first, txn)
+		}
+	}
+	wait(t, ch)
+	deliveries, _, _, _, _ := sh.counts()
+	if st := ch.Stats(); st.Collections != 1 || st.Collected != 500 || st.Sent != 1 || deliveries[first] != 1 {
+		t.Errorf("stats %+v, deliveries %v", st, deliveries)
+	}
+}

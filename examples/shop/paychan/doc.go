@@ -22,7 +22,8 @@
 // or 404); GET /statement?from=…&to=… answers a CSV statement
 // (order.StatementHeader, one SUCCESS line per collection paid in
 // [from, to)). Both answers are signed like callbacks; Client verifies them.
-// Every other method or path is refused; a malformed body, an unknown field,
+// Every other method (but HEAD, which net/http serves as a GET without its
+// body) or path is refused; a malformed body, an unknown field,
 // a payment number or amount below 1 or a body over MaxBody is 400 or 413
 // and records nothing.
 //
