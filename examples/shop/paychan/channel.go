@@ -178,9 +178,8 @@ type Channel struct {
 
 	wake   chan struct{} // a delivery was queued
 	work   chan *delivery
-	done   chan struct{} // closed by Close
-	stop   context.CancelFunc
-	ctx    context.Context // cancelled by Close: aborts callbacks in flight
+	done   chan struct{}      // closed by Close
+	stop   context.CancelFunc // aborts the callbacks in flight (set by Start)
 	wg     sync.WaitGroup
 	srv    *http.Server
 	ln     net.Listener
@@ -195,14 +194,12 @@ func New(cfg Config) (*Channel, error) {
 	}
 	pre := make([]byte, 4)
 	rand.Read(pre)
-	ctx, stop := context.WithCancel(context.Background())
 	idle := make(chan struct{})
 	close(idle)
 	return &Channel{
 		cfg: cfg, txnPre: "T" + hex.EncodeToString(pre),
 		byPayNo: map[int64]*collection{}, idle: idle,
 		wake: make(chan struct{}, 1), work: make(chan *delivery), done: make(chan struct{}),
-		ctx: ctx, stop: stop,
 	}, nil
 }
 
@@ -234,11 +231,13 @@ func (c *Channel) Start(addr string) error {
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    16 << 10,
 	}
+	ctx, stop := context.WithCancel(context.Background())
+	c.stop = stop
 	c.wg.Add(2 + c.cfg.Senders)
 	go func() { defer c.wg.Done(); c.srv.Serve(ln) }()
 	go func() { defer c.wg.Done(); c.schedule() }()
 	for range c.cfg.Senders {
-		go func() { defer c.wg.Done(); c.send() }()
+		go func() { defer c.wg.Done(); c.send(ctx) }()
 	}
 	return nil
 }
@@ -267,14 +266,14 @@ func (c *Channel) Close() error {
 	c.closer.Do(func() {
 		c.mu.Lock()
 		c.closed = true
-		srv := c.srv
+		srv, stop := c.srv, c.stop
 		c.mu.Unlock()
 		if srv != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			err = srv.Shutdown(ctx)
 			cancel()
+			stop()
 		}
-		c.stop()
 		close(c.done)
 		c.wg.Wait()
 		c.cfg.Client.CloseIdleConnections()

@@ -3,6 +3,7 @@ package paychan
 import (
 	"bytes"
 	"container/heap"
+	"context"
 	"encoding/json"
 	"io"
 	mrand "math/rand/v2"
@@ -86,12 +87,13 @@ func (c *Channel) schedule() {
 	}
 }
 
-// send delivers what schedule hands it, until Close.
-func (c *Channel) send() {
+// send delivers what schedule hands it, until Close; ctx is cancelled by
+// Close.
+func (c *Channel) send(ctx context.Context) {
 	for {
 		select {
 		case d := <-c.work:
-			c.deliver(d)
+			c.deliver(ctx, d)
 		case <-c.done:
 			return
 		}
@@ -100,9 +102,9 @@ func (c *Channel) send() {
 
 // deliver makes one attempt of d and decides: settled on a 2xx or 4xx
 // answer or when the retries ran out, else scheduled again.
-func (c *Channel) deliver(d *delivery) {
-	status, answer := c.post(d.col)
-	if c.ctx.Err() != nil {
+func (c *Channel) deliver(ctx context.Context, d *delivery) {
+	status, answer := c.post(ctx, d.col)
+	if ctx.Err() != nil {
 		return // closing: the callback stays pending
 	}
 	c.mu.Lock()
@@ -123,12 +125,12 @@ func (c *Channel) deliver(d *delivery) {
 
 // post sends col's callback, signed now, and returns the answer's status
 // (0 for no answer) and the start of its body.
-func (c *Channel) post(col *collection) (status int, answer string) {
+func (c *Channel) post(ctx context.Context, col *collection) (status int, answer string) {
 	ts, sig, err := order.SignRSA(c.cfg.Key, col.body, c.cfg.Now())
 	if err != nil {
 		return 0, err.Error()
 	}
-	req, err := http.NewRequestWithContext(c.ctx, http.MethodPost, c.cfg.NotifyURL, bytes.NewReader(col.body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.NotifyURL, bytes.NewReader(col.body))
 	if err != nil {
 		return 0, err.Error()
 	}
