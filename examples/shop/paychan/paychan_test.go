@@ -279,11 +279,12 @@ func TestTimeoutIsRetried(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(srv.Close)
-	ch := start(t, paychan.Config{NotifyURL: srv.URL, Retries: []time.Duration{time.Millisecond},
+	ch := start(t, paychan.Config{NotifyURL: srv.URL, Retries: []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond},
 		Client: &http.Client{Timeout: 100 * time.Millisecond}})
 	payAll(t, ch.Client(), 1, 1)
 	wait(t, ch)
-	if st := ch.Stats(); st.Acknowledged != 1 || st.Sent != 2 || st.Failed != 1 {
+	// On a loaded machine a later answer may time out too.
+	if st := ch.Stats(); st.Acknowledged != 1 || st.Failed < 1 || st.Sent != st.Failed+1 {
 		t.Fatalf("stats %+v", st)
 	}
 }
