@@ -80,7 +80,7 @@ if taken > 0 then
   redis.call('DECRBY', KEYS[1], taken)
   redis.call('HSET', KEYS[3], unpack(res))
   redis.call('ZADD', KEYS[4], unpack(due))
-  redis.call('XADD', KEYS[5], '*', 'k', campaign, 'v', cjson.encode({v = 1, campaign = campaign, orders = orders}))
+  redis.call('XADD', KEYS[5], '*', 'k', campaign .. '-' .. bucket, 'v', cjson.encode({v = 1, campaign = campaign, orders = orders}))
 end
 if #holds > 0 then
   redis.call('HSET', KEYS[6], unpack(holds))

@@ -52,7 +52,7 @@
 // buyer gets its own answer; batches form only under load.
 //
 // Orders: the outbox streams are relayed to Kafka (an outbox.Relay over
-// Sale.Outboxes, keyed by campaign; entries are deleted only after the broker
+// Sale.Outboxes, keyed by bucket; entries are deleted only after the broker
 // acknowledged, and wait while Kafka is down). The value is an OrderMessage,
 // versioned JSON decoded strictly: a malformed one is ErrBadMessage and
 // poison, skipped or dead-lettered by the consumer. HandleOrder creates the

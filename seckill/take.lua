@@ -16,6 +16,6 @@ if stock < qty then return 0 end
 redis.call('DECRBY', KEYS[1], qty)
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3] .. '|' .. qty .. '|' .. ARGV[5])
 redis.call('ZADD', KEYS[3], ARGV[6], ARGV[2])
-redis.call('XADD', KEYS[4], '*', 'k', ARGV[1], 'v', cjson.encode({v = 1, campaign = ARGV[1], orders = {{id = ARGV[2], user = ARGV[3], qty = qty, pay_by = tonumber(ARGV[6])}}}))
+redis.call('XADD', KEYS[4], '*', 'k', string.match(ARGV[2], '^(.*)%-%d+$'), 'v', cjson.encode({v = 1, campaign = ARGV[1], orders = {{id = ARGV[2], user = ARGV[3], qty = qty, pay_by = tonumber(ARGV[6])}}}))
 redis.call('INCR', KEYS[5])
 return 1
