@@ -55,8 +55,9 @@ func TestScenarioArithmetic(t *testing.T) {
 			"images per day":        250e6 * 3 * 500e3, // 375 TB — the seed says 3.75 PB
 		},
 		"e-commerce": {
-			"peak orders": 6 * 500e3 / 86400, // 34.7 — the seed says 350
-			"SKU cache":   5e6 * 200,
+			"peak orders":                       6 * 500e3 / 86400, // 34.7 — the seed says 350
+			"SKU cache":                         5e6 * 200,
+			"sale requests stopped at the gate": 20e3 * 0.99, // 19,800
 		},
 	}
 	for _, s := range Scenarios() {

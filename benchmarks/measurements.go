@@ -35,6 +35,8 @@ func measurements() []Measurement {
 		withBaseline(httpRedirects("shortlink.redirect", "redirects (handler over loopback)", false), "http.bare"),
 		withBaseline(shortlinkResolve("shortlink.resolve.redis", "resolves (Redis hit)", "redis"), "redis.set"),
 		orderCreate(),
+		withBaseline(seckillSoldOut(), "seckill.buy.batched"),
+		withBaseline(seckillOrders(), "order.create"),
 		withBaseline(redpacketOpen(), "redis.set"),
 		withBaseline(feedRead(), "redis.set"),
 		hotlistEvents(), hotlistReads(),

@@ -196,15 +196,26 @@ func feed() Scenario {
 
 func eCommerce() Scenario {
 	const orders, skus, skuBytes = 500e3, 5e6, 200
+	// Seed 004's sale: 20,000 buy requests/s reach the gate, which stops
+	// 99% of them (sold out) in Redis; Kafka shaves the rest to the 2,000
+	// order writes/s the consumers are throttled to.
+	const saleRequests, stopped, writes = 20e3, 0.99, 2e3
 	load := Load{PerDay: orders, Window: day, Share: 1, PeakFactor: 6}
 	return Scenario{
-		Name:   "e-commerce",
-		Inputs: []string{"500k orders/day", "peak factor 6", "5M SKUs × 200 B in Redis"},
+		Name: "e-commerce",
+		Inputs: []string{"500k orders/day", "peak factor 6", "5M SKUs × 200 B in Redis",
+			"sale: 20k buy requests/s at the gate, 99% stopped there", "orders written at 2k/s (throttled consumers)"},
 		Figures: []Figure{
 			{Name: "peak orders", Unit: "/s", Value: load.Peak(), Seed: 350},
 			{Name: "SKU cache", Unit: "B", Value: skus * skuBytes, Seed: 1 * GB},
+			{Name: "sale requests stopped at the gate", Unit: "/s", Value: saleRequests * stopped},
 		},
-		Sizings: []Sizing{{What: "peak orders/s", Peak: load.Peak(), Measurement: "order.create"}},
+		Sizings: []Sizing{
+			{What: "peak orders/s", Peak: load.Peak(), Measurement: "order.create"},
+			{What: "sale: sold-out answers/s", Peak: saleRequests * stopped, Measurement: "seckill.soldout"},
+			{What: "sale: purchases decided/s", Peak: saleRequests * (1 - stopped), Measurement: "seckill.buy.batched"},
+			{What: "sale: orders written/s (throttled)", Peak: writes, Measurement: "seckill.orders"},
+		},
 		Storage: []Storage{{What: "SKU cache", Records: skus, BytesPerRecord: skuBytes, On: TierRedis}},
 	}
 }

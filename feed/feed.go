@@ -178,7 +178,7 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s := &Service{rdb: rdb, dbs: dbs, cfg: cfg, posts: posts, users: users, genes: gene.Genes,
-		space: keys.NewSpace(keys.Join(cfg.Namespace, "feed")), idSrc: idSrc, ids: gene.NewIDs(idSrc, keys.Join(cfg.Namespace, "post"), 1000)}
+		space: keys.NewSpace(keys.Join(cfg.Namespace, "feed")), idSrc: idSrc, ids: gene.NewIDs(idSrc, "post", 1000)}
 	if cfg.LocalTTL > 0 {
 		s.local, err = ristretto.NewCache(&ristretto.Config[int64, *Post]{NumCounters: 10 * cfg.LocalCost, MaxCost: cfg.LocalCost, BufferItems: 64})
 		if err != nil {

@@ -125,7 +125,7 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 	}
 	return &Service{
 		rdb: rdb, dbs: dbs, cfg: cfg, orders: orders, inventory: inventory, idSource: idSource, genes: gene.Genes,
-		ids: gene.NewIDs(idSource, keys.Join(cfg.Namespace, "order"), cfg.IDStep), space: keys.NewSpace(keys.Join(cfg.Namespace, "order")),
+		ids: gene.NewIDs(idSource, "order", cfg.IDStep), space: keys.NewSpace(keys.Join(cfg.Namespace, "order")),
 	}, nil
 }
 

@@ -82,3 +82,30 @@ func TestSaleSupport(t *testing.T) {
 		t.Fatalf("holds of an unknown SKU: %v", err)
 	}
 }
+
+// Two services with different Redis namespaces over the same databases
+// (two deployments, or a test beside a job) share the order tables, so they
+// must share the order numbers: none is issued twice.
+func TestNamespacesShareNumbers(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, order.Config{})
+	f.sku("s", 100, 1000)
+	other, err := order.New(f.r.Client, f.dbs, order.Config{TablesPerDB: 2, Namespace: f.r.Namespace + ":other", Now: f.clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	seen := map[int64]bool{}
+	for i := range 50 {
+		for j, s := range []*order.Service{f.s, other} {
+			o, err := s.Create(ctx, order.NewOrder{User: fmt.Sprint("u", i), RequestID: fmt.Sprint("r", j), Lines: []order.Line{{SKU: "s", Qty: 1}}})
+			if err != nil {
+				t.Fatalf("service %d, order %d: %v", j, i, err)
+			}
+			if seen[o.ID] {
+				t.Fatalf("order number %d issued twice", o.ID)
+			}
+			seen[o.ID] = true
+		}
+	}
+}

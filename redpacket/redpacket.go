@@ -128,7 +128,7 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return &Service{rdb: rdb, dbs: dbs, cfg: cfg, router: router, genes: gene.Genes, idSrc: idSrc,
-		ids: gene.NewIDs(idSrc, keys.Join(cfg.Namespace, "packet"), 1000), space: keys.NewSpace(keys.Join(cfg.Namespace, "rp"))}, nil
+		ids: gene.NewIDs(idSrc, "packet", 1000), space: keys.NewSpace(keys.Join(cfg.Namespace, "rp"))}, nil
 }
 
 // Close stops the id segment's background lease; safe to call twice.

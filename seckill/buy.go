@@ -40,6 +40,9 @@ func (sl *Sale) admit(ctx context.Context, user string, qty int64) error {
 	if !now.Before(c.Ends) {
 		return ErrEnded
 	}
+	if sl.SoldOut() {
+		return ErrSoldOut // the crowd after the last unit costs no Redis call
+	}
 	if !s.cfg.UserLimit.IsZero() {
 		if err := s.allow(ctx, s.space.Key(c.ID, "rate", "user", user), s.cfg.UserLimit); err != nil {
 			return err
@@ -82,7 +85,24 @@ func (sl *Sale) Buy(ctx context.Context, user string, qty int64) (string, error)
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return "", err
 	}
-	return sl.finish(ctx, r, h, res[0], err)
+	id, err := sl.finish(ctx, r, h, res[0], err)
+	return id, sl.noteSoldOut(r.qty, err)
+}
+
+// SoldOut reports whether this process was told the campaign is sold out
+// within the last Config.SoldOutFor: Buy then answers ErrSoldOut at once,
+// without rate limits or Redis — the local flag that lets the gate stop the
+// crowd after the last unit. A unit that comes back (a release) is sold
+// again once the flag lapses.
+func (sl *Sale) SoldOut() bool { return sl.s.cfg.Now().UnixNano() < sl.soldOut.Load() }
+
+// noteSoldOut raises the local flag when a buyer of one unit found every
+// bucket empty (a buyer of several may find none of them with enough).
+func (sl *Sale) noteSoldOut(qty int64, err error) error {
+	if qty == 1 && errors.Is(err, ErrSoldOut) && sl.s.cfg.SoldOutFor > 0 {
+		sl.soldOut.Store(sl.s.cfg.Now().Add(sl.s.cfg.SoldOutFor).UnixNano())
+	}
+	return err
 }
 
 func (sl *Sale) request(ctx context.Context, user string, qty int64) (request, error) {
@@ -285,7 +305,8 @@ func (b *Batcher) Buy(ctx context.Context, user string, qty int64) (string, erro
 	if w.err != nil && !errors.Is(w.err, ErrNotReplicated) {
 		return "", w.err
 	}
-	return b.sl.finish(ctx, w.request, h, w.res, w.err)
+	id, err := b.sl.finish(ctx, w.request, h, w.res, w.err)
+	return id, b.sl.noteSoldOut(qty, err)
 }
 
 func (b *Batcher) loop(bucket int, q chan *waiting) {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -123,6 +124,11 @@ type Config struct {
 	// master.
 	WaitReplicas int
 	WaitTimeout  time.Duration
+	// SoldOutFor is how long this process answers ErrSoldOut by itself
+	// after a buyer of one unit found the campaign sold out [200ms;
+	// negative: never]: the crowd after the last unit costs no Redis call,
+	// and a unit that comes back waits at most this long to sell again.
+	SoldOutFor time.Duration
 	// UserLimit and GlobalLimit rate-limit Buy per user and per campaign at
 	// the entrance (zero: no limit).
 	UserLimit   redis_rate.Limit
@@ -149,8 +155,9 @@ type Service struct {
 // as SQL recorded them, and the operations on its Redis gate. Get one from
 // Service.Open or Service.Create; it is safe for concurrent use.
 type Sale struct {
-	s *Service
-	c Campaign
+	s       *Service
+	c       Campaign
+	soldOut atomic.Int64 // until when (Config.Now, Unix ns) Buy answers ErrSoldOut locally
 }
 
 // Campaign returns the campaign's rules as recorded.
@@ -169,6 +176,9 @@ func New(rdb redis.UniversalClient, db *sqlx.DB, orders *order.Service, cfg Conf
 	}
 	if cfg.RetryWindow == 0 {
 		cfg.RetryWindow = 30 * time.Second
+	}
+	if cfg.SoldOutFor == 0 {
+		cfg.SoldOutFor = 200 * time.Millisecond
 	}
 	if cfg.WaitTimeout == 0 {
 		cfg.WaitTimeout = 100 * time.Millisecond

@@ -1413,3 +1413,45 @@ func TestWaitForReplicas(t *testing.T) {
 		}
 	})
 }
+
+// After a buyer of one unit finds the campaign sold out, this process
+// answers the crowd by itself for SoldOutFor — no rate-limit call, no
+// script — and a unit that comes back sells again once the flag lapses.
+func TestSoldOutFlag(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), 1, 1, 1, seckill.Config{SoldOutFor: time.Second, UserLimit: redis_rate.PerMinute(1)})
+	id, err := f.sl.Buy(ctx, "first", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.sl.Buy(ctx, "second", 1); !errors.Is(err, seckill.ErrSoldOut) || !f.sl.SoldOut() {
+		t.Fatalf("after the last unit: %v, flag %v", err, f.sl.SoldOut())
+	}
+	// Within the flag "second" asks again: a rate-limited user (1 a minute)
+	// is told sold out, so neither the limiter nor the stock was asked.
+	if _, err := f.sl.Buy(ctx, "second", 1); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Fatalf("within the flag: %v, want ErrSoldOut from the flag", err)
+	}
+	f.deliver(ctx, nil)
+	o, err := f.s.OrderOf(ctx, "first", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.orders.CancelOrder(ctx, o.ID, order.ReasonUserCancel); err != nil {
+		t.Fatal(err)
+	}
+	f.events(ctx)
+	if left, _ := f.sl.RedisStock(ctx); left != 1 {
+		t.Fatalf("the cancelled unit is not back: %d", left)
+	}
+	if _, err := f.sl.Buy(ctx, "third", 1); !errors.Is(err, seckill.ErrSoldOut) {
+		t.Fatalf("the unit came back within the flag: %v, want ErrSoldOut", err)
+	}
+	f.clk.Add(time.Second)
+	if f.sl.SoldOut() {
+		t.Fatal("the flag outlived SoldOutFor")
+	}
+	if _, err := f.sl.Buy(ctx, "third", 1); err != nil {
+		t.Fatalf("after the flag: %v", err)
+	}
+}

@@ -475,7 +475,7 @@ func (s *Service) nextCode(ctx context.Context) (string, error) {
 				return "", err
 			}
 		}
-		seg, err := idgen.NewSegment(ctx, s.segments, idgen.SegmentConfig{Tag: keys.Join(s.cfg.Namespace, "links"), Step: s.cfg.SegmentStep, MaxStep: s.cfg.SegmentStep})
+		seg, err := idgen.NewSegment(ctx, s.segments, idgen.SegmentConfig{Tag: "links", Step: s.cfg.SegmentStep, MaxStep: s.cfg.SegmentStep})
 		if err != nil {
 			return "", err
 		}

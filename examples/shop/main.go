@@ -27,7 +27,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -205,7 +204,7 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 	batcher := sale.NewBatcher(seckill.BatchConfig{})
 	cleanup = append(cleanup, batcher.Close)
 	shop := &Shop{rdb: rdb, orders: orders, gate: gate, catalog: cat, ns: ns, idemTTL: 24 * time.Hour,
-		batchers: map[string]*seckill.Batcher{campaign: batcher}, soldOut: map[string]*atomic.Int64{campaign: {}}}
+		sales: map[string]*seckill.Sale{campaign: sale}, batchers: map[string]*seckill.Batcher{campaign: batcher}}
 
 	addr := o.Serve
 	if addr == "" {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,18 +27,11 @@ type Shop struct {
 	ns      string
 	idemTTL time.Duration
 
-	// batchers are the open campaigns' coalescing gates, by campaign id.
+	// sales and batchers are the open campaigns and their coalescing
+	// gates, by campaign id.
+	sales    map[string]*seckill.Sale
 	batchers map[string]*seckill.Batcher
-	// soldOut is, per campaign, until when (Unix ns) this process answers
-	// "sold out" without asking Redis: after the gate said so, for
-	// soldOutFor. Units that come back (releases) sell again once it lapses.
-	soldOut map[string]*atomic.Int64
 }
-
-// soldOutFor is how long a sold-out answer is reused locally: the crowd
-// after the last unit costs no Redis call, and a released unit waits at
-// most this long to be sold again.
-const soldOutFor = 250 * time.Millisecond
 
 // maxBody bounds every request body the shop reads.
 const maxBody = 4 << 10
@@ -124,9 +116,9 @@ func (s *Shop) buy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	idem := s.ns + ":idem:" + campaign + ":" + req.User + ":" + key
-	if time.Now().UnixNano() < s.soldOut[campaign].Load() {
-		// Sold out a moment ago: one read for a repeat of a winning
-		// request, and the answer without touching the gate.
+	if s.sales[campaign].SoldOut() {
+		// Sold out a moment ago (the gate's local flag): one read for a
+		// repeat of a winning request, and the answer without the gate.
 		if id, err := s.rdb.Get(ctx, idem).Result(); err == nil && id != "pending" {
 			reply(w, http.StatusAccepted, BuyAnswer{Reservation: id, Order: reservationURL(campaign, id, req.User), Repeat: true})
 			return
@@ -146,9 +138,6 @@ func (s *Shop) buy(w http.ResponseWriter, r *http.Request) {
 	id, err := b.Buy(ctx, req.User, req.Qty)
 	if err != nil && !errors.Is(err, seckill.ErrNotReplicated) {
 		s.rdb.Del(context.WithoutCancel(ctx), idem) // nothing was bought: the buyer may try again
-		if errors.Is(err, seckill.ErrSoldOut) {
-			s.soldOut[campaign].Store(time.Now().Add(soldOutFor).UnixNano())
-		}
 		status, msg := buyError(err)
 		reply(w, status, map[string]string{"error": msg})
 		return

@@ -69,7 +69,10 @@ type IDs struct {
 }
 
 // NewIDs issues ids leased from src under tag, step at a time to begin
-// with (the segment's step then adapts to demand).
+// with (the segment's step then adapts to demand). The tag names the tables
+// the ids number, never a Redis namespace: two services with different
+// namespaces over the same tables must draw from one sequence, or they
+// issue the same ids.
 func NewIDs(src *idgen.SQLSource, tag string, step int64) *IDs {
 	return &IDs{src: src, tag: tag, step: step}
 }
