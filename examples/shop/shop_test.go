@@ -221,3 +221,67 @@ func mustID(t *testing.T, s string) int64 {
 	}
 	return id
 }
+
+// The API as a client sees it: product detail at the server's price (and
+// 404 for a product that does not exist, cached as such), a malformed buy
+// refused with nothing bought, a repeated request answered with the same
+// reservation, and the buyer's orders listed.
+func TestAPI(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o := small(t)
+	o.Units = 10
+	env, err := Start(ctx, backends(t, testenv.NewRedis(t)), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	hc := &http.Client{Timeout: 10 * time.Second}
+	var p Product
+	if status, err := call(ctx, hc, http.MethodGet, env.URL+"/products/"+env.SKU, nil, &p); err != nil || status != http.StatusOK || p.Price != 399900 {
+		t.Fatalf("product: %d, %+v, %v", status, p, err)
+	}
+	for range 2 { // the second answer comes from the negative cache
+		if status, _ := call(ctx, hc, http.MethodGet, env.URL+"/products/nope", nil, nil); status != http.StatusNotFound {
+			t.Fatalf("unknown product: %d", status)
+		}
+	}
+	buy := env.URL + "/seckill/" + env.Campaign + "/buy"
+	for _, bad := range []string{`{"user":"ann","qty":1,"coupon":"FREE"}`, `{"user":""}`, `not json`, `{"user":"ann"} {}`, `{"user":"ann","qty":2}`} {
+		if status, _ := call(ctx, hc, http.MethodPost, buy, []byte(bad), nil); status != http.StatusBadRequest {
+			t.Errorf("buy %s: %d, want 400", bad, status)
+		}
+	}
+	if status, _ := call(ctx, hc, http.MethodPost, env.URL+"/seckill/nope/buy", []byte(`{"user":"ann"}`), nil); status != http.StatusNotFound {
+		t.Errorf("unknown campaign: %d", status)
+	}
+	if left, _ := env.Sale.RedisStock(ctx); left != 10 {
+		t.Fatalf("refused buys took stock: %d left", left)
+	}
+	var first, again BuyAnswer
+	body := []byte(`{"user":"ann","request_id":"checkout-1"}`)
+	if status, err := call(ctx, hc, http.MethodPost, buy, body, &first); err != nil || status != http.StatusAccepted {
+		t.Fatalf("buy: %d, %v", status, err)
+	}
+	if status, err := call(ctx, hc, http.MethodPost, buy, body, &again); err != nil || status != http.StatusAccepted || again.Reservation != first.Reservation || !again.Repeat {
+		t.Fatalf("repeated buy: %d, %+v, %v; want %s again", status, again, err, first.Reservation)
+	}
+	if left, _ := env.Sale.RedisStock(ctx); left != 9 {
+		t.Fatalf("the repeat deducted again: %d left", left)
+	}
+	var view OrderView
+	testenv.WaitFor(t, "the order", func() bool {
+		status, err := call(ctx, hc, http.MethodGet, env.URL+reservationURL(env.Campaign, first.Reservation, "ann"), nil, &view)
+		return err == nil && status == http.StatusOK
+	})
+	var list struct {
+		Orders []OrderView `json:"orders"`
+	}
+	if status, err := call(ctx, hc, http.MethodGet, env.URL+"/users/ann/orders", nil, &list); err != nil || status != http.StatusOK ||
+		len(list.Orders) != 1 || list.Orders[0].ID != view.ID || list.Orders[0].Reservation != first.Reservation {
+		t.Fatalf("ann's orders: %d, %+v, %v", status, list, err)
+	}
+	if status, _ := call(ctx, hc, http.MethodPost, env.URL+"/orders/"+view.ID+"/pay", []byte(`{"user":"bob"}`), nil); status != http.StatusNotFound {
+		t.Fatalf("bob paying ann's order: %d, want 404", status)
+	}
+}
