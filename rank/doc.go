@@ -32,9 +32,10 @@
 //
 // Sharding: with Shards = N the board is N sorted sets chosen by member hash,
 // each under its own hash tag so a Redis Cluster spreads them. Top merges each
-// shard's top n (k-way); Rank is exact: 1 + the members ahead on every shard
-// (a ZCOUNT per shard plus the rare equal values), in one pipelined round
-// trip; Around and Page ask each shard for its nearest members on either side
+// shard's top n (k-way); Rank is exact: 1 + the members ahead on every shard,
+// two plain ZCOUNTs per shard (values above, values equal) in one pipelined
+// round trip, and names only from the rare shards holding another member at
+// the very same value; Around and Page ask each shard for its nearest members on either side
 // and merge. Results are identical to a single sorted set's — the tests drive
 // N = 1, 7 and 64 against an in-memory model.
 //

@@ -25,6 +25,10 @@ func (b *Board) Score(ctx context.Context, member string) (Entry, error) {
 	if err := b.checkEncoding(ctx); err != nil {
 		return Entry{}, err
 	}
+	return b.score(ctx, member)
+}
+
+func (b *Board) score(ctx context.Context, member string) (Entry, error) {
 	v, err := b.c.ZScore(ctx, b.shards[b.shardOf(member)], member).Result()
 	if isNil(err) {
 		return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, member)
@@ -36,15 +40,15 @@ func (b *Board) Score(ctx context.Context, member string) (Entry, error) {
 }
 
 // Rank returns member's entry with its exact 1-based rank across all shards:
-// 1 + the members ahead of it, counted on every shard in one pipelined round
-// trip after reading its score.
+// 1 + the members ahead of it.
 //
 // A one-shard board answers in one round trip (ZSCORE and ZREVRANK,
 // pipelined: Redis' reverse order is the board's order, ties included). A
-// sharded one reads the score, then counts on every shard with plain
-// pipelined commands — which go-redis groups per cluster node — the values
-// above it and those equal to it; only shards holding another member at the
-// very same value are asked for those members' names.
+// sharded one reads the score, then asks every shard in one more round trip
+// of plain pipelined commands — which go-redis sends to each cluster node in
+// parallel — how many values are above it and how many equal it (two
+// ZCOUNTs). Equal values rank by member name, so the rare shards holding
+// another member at the very same value are asked for names, in a third.
 func (b *Board) Rank(ctx context.Context, member string) (Entry, error) {
 	if err := b.checkEncoding(ctx); err != nil {
 		return Entry{}, err
@@ -52,48 +56,21 @@ func (b *Board) Rank(ctx context.Context, member string) (Entry, error) {
 	if len(b.shards) == 1 {
 		return b.rankOneShard(ctx, member)
 	}
-	e, err := b.Score(ctx, member)
+	e, err := b.score(ctx, member)
 	if err != nil {
 		return Entry{}, err
 	}
-	v := strconv.FormatUint(e.value, 10)
-	pipe := b.c.Pipeline()
-	above := make([]*redis.IntCmd, len(b.shards))
-	equal := make([]*redis.IntCmd, len(b.shards))
-	for i, key := range b.shards {
-		above[i] = pipe.ZCount(ctx, key, "("+v, "+inf")
-		equal[i] = pipe.ZCount(ctx, key, v, v)
+	p := newPosition(e)
+	q := newBatch(ctx)
+	at := q.standing(b, p)
+	err = q.run(b.c)
+	if err == nil {
+		e.Rank, err = at.ahead(q, b, p)
+		e.Rank++
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if err != nil {
 		return Entry{}, fmt.Errorf("rank: rank in %s: %w", b.cfg.Name, err)
 	}
-	var ahead int64
-	var ties []int
-	home := b.shardOf(member)
-	for i := range b.shards {
-		ahead += above[i].Val()
-		if n := equal[i].Val(); n > 1 || n == 1 && i != home {
-			ties = append(ties, i)
-		}
-	}
-	if len(ties) > 0 { // equal values are ordered by member name, greater first
-		pipe := b.c.Pipeline()
-		names := make([]*redis.StringSliceCmd, len(ties))
-		for j, i := range ties {
-			names[j] = pipe.ZRangeByScore(ctx, b.shards[i], &redis.ZRangeBy{Min: v, Max: v})
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return Entry{}, fmt.Errorf("rank: rank in %s: %w", b.cfg.Name, err)
-		}
-		for _, cmd := range names {
-			for _, m := range cmd.Val() {
-				if m > member {
-					ahead++
-				}
-			}
-		}
-	}
-	e.Rank = 1 + ahead
 	return e, nil
 }
 
