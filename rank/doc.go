@@ -32,12 +32,19 @@
 //
 // Sharding: with Shards = N the board is N sorted sets chosen by member hash,
 // each under its own hash tag so a Redis Cluster spreads them. Top merges each
-// shard's top n (k-way); Rank is exact: 1 + the members ahead on every shard,
-// two plain ZCOUNTs per shard (values above, values equal) in one pipelined
-// round trip, and names only from the rare shards holding another member at
-// the very same value; Around and Page ask each shard for its nearest members on either side
-// and merge. Results are identical to a single sorted set's — the tests drive
-// N = 1, 7 and 64 against an in-memory model.
+// shard's top few (k-way) and reads more only from the shards whose last entry
+// still made the cut. Rank is exact: 1 + the members ahead on every shard, two
+// plain ZCOUNTs per shard (values above, values equal) in one pipelined round
+// trip, and names only from the rare shards holding another member at the
+// very same value. Around adds, in one more round trip, every shard's few
+// entries around the spot those counts give (by index) and merges them the
+// way Top does; Page asks each shard for its nearest members below a cursor.
+// Results are identical to a single sorted set's — the tests drive N = 1, 7
+// and 64 against an in-memory model.
+//
+// Around keeps its window 2k+1 long at the ends of the board, shifted
+// inwards, as podium does (around the first member with k = 10: ranks 1 to
+// 21).
 //
 // TopCached serves the top from process memory, refreshed at most once per
 // Staleness (1 s) by one of the concurrent readers. Periodic hands out daily,

@@ -91,35 +91,112 @@ func (b *Board) rankOneShard(ctx context.Context, member string) (Entry, error) 
 	return e, nil
 }
 
-// Around returns up to k members above member, member itself and up to k
-// below it, ranked.
+// Around returns member's entry and its neighbours: k above and k below
+// when the board has them. Near either end the window shifts inwards and
+// stays 2k+1 entries long, as podium's does: around the first member with
+// k = 10 come ranks 1 to 21, around the last one the last 21. A board of at
+// most 2k+1 members comes back whole.
+//
+// A one-shard board answers as podium does, in two round trips: the
+// member's rank and the board's size, then the window by index. A sharded
+// one reads the member's score and its standing on every shard as Rank
+// does, then, in one more round trip, every shard's entries around that
+// spot by index: its few (2k/shards + 2) on either side. Only the shards
+// whose last entry still made the cut are asked for more, in a fourth round
+// trip. The window is the same as a single sorted set's.
+//
+// The round trips are not one snapshot: a write landing between them can
+// shift the window by the entries it moves.
 func (b *Board) Around(ctx context.Context, member string, k int) ([]Entry, error) {
 	if k < 0 || k > 1000 {
 		return nil, fmt.Errorf("rank: around %d is outside 0..1000", k)
 	}
-	e, err := b.Score(ctx, member)
+	if err := b.checkEncoding(ctx); err != nil {
+		return nil, err
+	}
+	if len(b.shards) == 1 {
+		return b.aroundOneShard(ctx, member, k)
+	}
+	e, err := b.score(ctx, member)
 	if err != nil {
 		return nil, err
 	}
-	ns, err := b.neighbors(ctx, e, k, k)
+	out, err := b.aroundShards(ctx, e, k)
 	if err != nil {
-		return nil, err
-	}
-	e.Rank = 1 + ns.ahead
-	above := ns.above
-	if len(above) > k {
-		above = above[len(above)-k:] // the closest k
-	}
-	below := ns.below[:min(k, len(ns.below))]
-	out := make([]Entry, 0, len(above)+1+len(below))
-	out = append(out, above...)
-	out = append(out, e)
-	out = append(out, below...)
-	first := e.Rank - int64(len(above))
-	for i := range out {
-		out[i].Rank = first + int64(i)
+		return nil, fmt.Errorf("rank: around in %s: %w", b.cfg.Name, err)
 	}
 	return out, nil
+}
+
+func (b *Board) aroundShards(ctx context.Context, e Entry, k int) ([]Entry, error) {
+	p := newPosition(e)
+	q := newBatch(ctx)
+	at := q.standing(b, p)
+	if err := q.run(b.c); err != nil {
+		return nil, err
+	}
+	if k == 0 {
+		ahead, err := at.ahead(q, b, p)
+		return ranked([]Entry{e}, 1+ahead), err
+	}
+	windows := q.aroundAll(b, at, int64(2*k/len(b.shards)+2))
+	if err := q.run(b.c); err != nil {
+		return nil, err
+	}
+	up, down := newSide(len(b.shards), true), newSide(len(b.shards), false)
+	var ahead int64
+	for i, w := range windows {
+		ahead += w.above + w.split(b, p, i, up, down)
+	}
+	// Entries needed on each side: k, and at an end of the board what the
+	// other side lacks. The count above is exact; the one below is a lower
+	// bound, which may ask for more above than needed, never fewer.
+	needDown := k + max(0, k-int(ahead))
+	needUp := min(int(ahead), k+max(0, k-down.known()))
+	up.askMore(q, b, p, needUp)
+	down.askMore(q, b, p, needDown)
+	if err := q.run(b.c); err != nil {
+		return nil, err
+	}
+	up.collect(b)
+	down.collect(b)
+	above, below := up.nearest(needUp), down.nearest(needDown)
+	na := min(len(above), k+max(0, k-len(below)))
+	nb := min(len(below), k+max(0, k-na))
+	out := make([]Entry, 0, na+1+nb)
+	for i := na - 1; i >= 0; i-- {
+		out = append(out, above[i])
+	}
+	out = append(out, e)
+	out = append(out, below[:nb]...)
+	return ranked(out, 1+ahead-int64(na)), nil
+}
+
+// aroundOneShard is podium's sequence: the member's rank and the board's
+// size, pipelined, then the window by index (Redis' reverse order is the
+// board's order).
+func (b *Board) aroundOneShard(ctx context.Context, member string, k int) ([]Entry, error) {
+	key := b.shards[0]
+	pipe := b.c.Pipeline()
+	rank := pipe.ZRevRank(ctx, key, member)
+	size := pipe.ZCard(ctx, key)
+	_, err := pipe.Exec(ctx)
+	if isNil(err) {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, member)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rank: around: %w", err)
+	}
+	start := max(0, min(rank.Val()-int64(k), size.Val()-1-2*int64(k)))
+	zs, err := b.c.ZRevRangeWithScores(ctx, key, start, start+2*int64(k)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("rank: around: %w", err)
+	}
+	out := make([]Entry, len(zs))
+	for i, z := range zs {
+		out[i] = b.entry(z.Member.(string), uint64(z.Score))
+	}
+	return ranked(out, start+1), nil
 }
 
 // Top returns the best n members (n ≤ 10,000). A sharded board first asks
