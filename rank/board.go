@@ -21,9 +21,6 @@ var (
 	//go:embed write.lua
 	writeLua    string
 	writeScript = redis.NewScript(writeLua)
-	//go:embed neighbors.lua
-	neighborsLua    string
-	neighborsScript = redis.NewScript(neighborsLua)
 )
 
 var (

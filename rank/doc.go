@@ -31,20 +31,26 @@
 // of silently misordering ties or misreading scores.
 //
 // Sharding: with Shards = N the board is N sorted sets chosen by member hash,
-// each under its own hash tag so a Redis Cluster spreads them. Top merges each
-// shard's top few (k-way) and reads more only from the shards whose last entry
-// still made the cut. Rank is exact: 1 + the members ahead on every shard, two
-// plain ZCOUNTs per shard (values above, values equal) in one pipelined round
-// trip, and names only from the rare shards holding another member at the
-// very same value. Around adds, in one more round trip, every shard's few
-// entries around the spot those counts give (by index) and merges them the
-// way Top does; Page asks each shard for its nearest members below a cursor.
-// Results are identical to a single sorted set's — the tests drive N = 1, 7
-// and 64 against an in-memory model.
+// each under its own hash tag so a Redis Cluster spreads them. Reads send
+// every shard plain commands, pipelined (go-redis sends each cluster node its
+// share in parallel), and no script. Rank is exact: 1 + the members ahead on
+// every shard, two ZCOUNTs per shard (values above, values equal) and names
+// only from the rare shards holding another member at the very same value.
+// Top, Around and Page ask each shard for a few entries (Around by index,
+// around the spot the counts give), merge (k-way), and read more only from
+// the shards whose last entry still made the cut. Results are identical to a
+// single sorted set's — the tests drive N = 1, 7 and 64 against an in-memory
+// model.
 //
 // Around keeps its window 2k+1 long at the ends of the board, shifted
 // inwards, as podium does (around the first member with k = 10: ranks 1 to
 // 21).
+//
+// A read spanning N shards costs about N times one shard's commands: a
+// 64-shard Rank sends 128 commands where a one-shard Rank sends 2, so it
+// costs some 10–15 times the CPU (client and Redis) and an extra round trip
+// (BenchmarkRankVsPodium; zcount-64 there is the floor, one ZCOUNT per
+// shard). Use as few shards as the write load and set size allow.
 //
 // TopCached serves the top from process memory, refreshed at most once per
 // Staleness (1 s) by one of the concurrent readers. Periodic hands out daily,

@@ -108,6 +108,15 @@ func (q *batch) names(b *Board, p position, shards []int) []*redis.StringSliceCm
 	return cmds
 }
 
+// allShards is 0, 1, …, n-1.
+func allShards(n int) []int {
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
 // aroundAll queues, on every shard, its entries around p by index, which
 // the read standing gives: the members at p's value and per on either side.
 func (q *batch) aroundAll(b *Board, s standing, per int64) []window {
@@ -204,6 +213,27 @@ func (s *side) ask(q *batch, b *Board, p position, i, n int) {
 	}
 	s.asked[i] = n
 	q.add(s.cmds[i])
+}
+
+// askAll queues a read of n entries on every shard.
+func (s *side) askAll(q *batch, b *Board, p position, n int) {
+	for i := range s.lists {
+		s.ask(q, b, p, i, n)
+	}
+}
+
+// placeTied adds to a down side the members at p's value that rank after
+// it: those with a smaller name, nearest (greatest) first. Call it before
+// the first collect: they are nearer than any entry below the value.
+func (s *side) placeTied(b *Board, p position, names []*redis.StringSliceCmd) {
+	for i, cmd := range names {
+		ns := cmd.Val() // ascending
+		for j := len(ns) - 1; j >= 0; j-- {
+			if ns[j] < p.e.Member {
+				s.lists[i] = append(s.lists[i], b.entry(ns[j], p.e.value))
+			}
+		}
+	}
 }
 
 // collect appends what the reads in flight returned.

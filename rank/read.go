@@ -5,14 +5,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/casebook-dev/casebook/internal/luascript"
 	"github.com/casebook-dev/casebook/shard"
 )
 
@@ -219,11 +217,7 @@ func (b *Board) Top(ctx context.Context, n int) ([]Entry, error) {
 		per = min(n, 2*n/len(b.shards)+4)
 	}
 	lists := make([][]Entry, len(b.shards))
-	all := make([]int, len(b.shards))
-	for i := range all {
-		all[i] = i
-	}
-	if err := b.fetchRanges(ctx, lists, all, per); err != nil {
+	if err := b.fetchRanges(ctx, lists, allShards(len(b.shards)), per); err != nil {
 		return nil, err
 	}
 	merged := shard.Merge(lists, before, n)
@@ -287,11 +281,11 @@ func (b *Board) Page(ctx context.Context, cursor string, n int) ([]Entry, string
 		if err := b.checkEncoding(ctx); err != nil {
 			return nil, "", err
 		}
-		ns, err := b.neighbors(ctx, last, 0, n)
+		below, err := b.after(ctx, last, n)
 		if err != nil {
 			return nil, "", err
 		}
-		page = ranked(ns.below[:min(n, len(ns.below))], last.Rank+1)
+		page = ranked(below, last.Rank+1)
 	}
 	if len(page) < n {
 		return page, "", nil
@@ -330,70 +324,27 @@ func (b *Board) decodeCursor(c string) (Entry, error) {
 	return e, nil
 }
 
-// neighborhood is what the shards say about a position.
-type neighborhood struct {
-	ahead int64   // entries ranked before the position
-	above []Entry // the closest entries before it, in rank order (last is closest)
-	below []Entry // the closest entries after it, in rank order
-}
-
-// neighbors asks every shard, in one pipeline, how many entries rank before
-// e and for the na closest ones before it and nb after it.
-func (b *Board) neighbors(ctx context.Context, e Entry, na, nb int) (neighborhood, error) {
-	v := strconv.FormatUint(e.value, 10)
-	calls := make([]luascript.Call, len(b.shards))
-	for i, key := range b.shards {
-		calls[i] = luascript.Call{Script: neighborsScript, Keys: []string{key}, Args: []any{v, na, nb}}
+// after returns the n entries ranked right after e: members at e's value
+// with a smaller name, then a few of every shard's values below it (as Top
+// reads from the top), and more only from shards whose last entry made the
+// cut.
+func (b *Board) after(ctx context.Context, e Entry, n int) ([]Entry, error) {
+	p := newPosition(e)
+	q := newBatch(ctx)
+	down := newSide(len(b.shards), false)
+	equal := q.names(b, p, allShards(len(b.shards)))
+	down.askAll(q, b, p, min(n, 2*n/len(b.shards)+4))
+	if err := q.run(b.c); err != nil {
+		return nil, fmt.Errorf("rank: page of %s: %w", b.cfg.Name, err)
 	}
-	cmds, err := luascript.RunAll(ctx, b.c, calls)
-	if err != nil {
-		return neighborhood{}, fmt.Errorf("rank: neighbours in %s: %w", b.cfg.Name, err)
+	down.placeTied(b, p, equal)
+	down.collect(b)
+	down.askMore(q, b, p, n)
+	if err := q.run(b.c); err != nil {
+		return nil, fmt.Errorf("rank: page of %s: %w", b.cfg.Name, err)
 	}
-	var ns neighborhood
-	for _, cmd := range cmds {
-		reply, ok := cmd.Val().([]any)
-		if !ok || len(reply) != 4 {
-			return neighborhood{}, fmt.Errorf("rank: unexpected reply %v", cmd.Val())
-		}
-		count, _ := reply[0].(int64)
-		ns.ahead += count
-		for _, m := range reply[1].([]any) { // equal values: member name decides
-			x := b.entry(m.(string), e.value)
-			switch {
-			case x.Member > e.Member:
-				ns.ahead++
-				ns.above = append(ns.above, x)
-			case x.Member < e.Member:
-				ns.below = append(ns.below, x)
-			}
-		}
-		ns.above = append(ns.above, b.pairs(reply[2])...)
-		ns.below = append(ns.below, b.pairs(reply[3])...)
-	}
-	slices.SortFunc(ns.above, order)
-	slices.SortFunc(ns.below, order)
-	return ns, nil
-}
-
-func order(x, y Entry) int {
-	switch {
-	case before(x, y):
-		return -1
-	case before(y, x):
-		return 1
-	}
-	return 0
-}
-
-// pairs decodes a WITHSCORES reply from a script: member, value, member, ….
-func (b *Board) pairs(reply any) []Entry {
-	flat, _ := reply.([]any)
-	out := make([]Entry, 0, len(flat)/2)
-	for i := 0; i+1 < len(flat); i += 2 {
-		v, _ := strconv.ParseFloat(flat[i+1].(string), 64)
-		out = append(out, b.entry(flat[i].(string), uint64(v)))
-	}
-	return out
+	down.collect(b)
+	return down.nearest(n), nil
 }
 
 // Size returns the number of members on the board.
