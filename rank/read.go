@@ -58,18 +58,22 @@ func (b *Board) Rank(ctx context.Context, member string) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	p := newPosition(e)
-	q := newBatch(ctx)
-	at := q.standing(b, p)
-	err = q.run(b.c)
-	if err == nil {
-		e.Rank, err = at.ahead(q, b, p)
-		e.Rank++
-	}
+	ahead, err := b.ahead(ctx, newPosition(e))
 	if err != nil {
 		return Entry{}, fmt.Errorf("rank: rank in %s: %w", b.cfg.Name, err)
 	}
+	e.Rank = 1 + ahead
 	return e, nil
+}
+
+// ahead counts the entries ranked before p on every shard.
+func (b *Board) ahead(ctx context.Context, p position) (int64, error) {
+	q := newBatch(ctx)
+	at := q.standing(b, p)
+	if err := q.run(b.c); err != nil {
+		return 0, err
+	}
+	return at.ahead(q, b, p)
 }
 
 // rankOneShard reads score and rank in one round trip.
@@ -126,16 +130,18 @@ func (b *Board) Around(ctx context.Context, member string, k int) ([]Entry, erro
 	return out, nil
 }
 
+// aroundShards reads e's standing as Rank does, then every shard's entries
+// around that spot, then more from the shards whose last entry made the cut.
 func (b *Board) aroundShards(ctx context.Context, e Entry, k int) ([]Entry, error) {
 	p := newPosition(e)
+	if k == 0 {
+		ahead, err := b.ahead(ctx, p)
+		return ranked([]Entry{e}, 1+ahead), err
+	}
 	q := newBatch(ctx)
 	at := q.standing(b, p)
 	if err := q.run(b.c); err != nil {
 		return nil, err
-	}
-	if k == 0 {
-		ahead, err := at.ahead(q, b, p)
-		return ranked([]Entry{e}, 1+ahead), err
 	}
 	windows := q.aroundAll(b, at, int64(2*k/len(b.shards)+2))
 	if err := q.run(b.c); err != nil {
