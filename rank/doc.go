@@ -46,11 +46,13 @@
 // inwards, as podium does (around the first member with k = 10: ranks 1 to
 // 21).
 //
-// A read spanning N shards costs about N times one shard's commands: a
-// 64-shard Rank sends 128 commands where a one-shard Rank sends 2, so it
-// costs some 10–15 times the CPU (client and Redis) and an extra round trip
-// (BenchmarkRankVsPodium; zcount-64 there is the floor, one ZCOUNT per
-// shard). Use as few shards as the write load and set size allow.
+// A read spanning N shards pays per shard: a 64-shard Rank sends 129
+// commands where a one-shard Rank sends 2, and costs some 15 times its CPU,
+// client and Redis together, and one more round trip; a 64-shard Around
+// some 12 times a one-shard one. No exact count over 64 sorted sets can do
+// much better: one bare ZCOUNT per shard (zcount-64 in
+// BenchmarkRankVsPodium) already costs 10 times a one-shard Rank. Use as
+// few shards as the write load and the set size allow.
 //
 // TopCached serves the top from process memory, refreshed at most once per
 // Staleness (1 s) by one of the concurrent readers. Periodic hands out daily,
