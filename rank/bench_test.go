@@ -3,8 +3,11 @@ package rank_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,45 +145,215 @@ func populated(b *testing.B, r *testenv.Redis, name string, shards, members int)
 	return board
 }
 
-// BenchmarkRankVsPodium: a member's rank and score, side by side in one
-// run, 16 callers: podium's command sequence on a plain sorted set (ZREVRANK
-// and ZSCORE, pipelined), a one-shard board, a 64-shard board.
-// Interleave rounds with -count and compare with benchstat.
+// The VsPodium benchmarks put the board beside podium's command sequence on
+// one plain sorted set of the same 50,000 members, on the same server in the
+// same run: on a single Redis and on the Redis Cluster (spawned, or
+// CASEBOOK_REDIS_CLUSTER), with 1 caller (latency) and 16 (throughput), for
+// a one-shard board and a 64-shard one. Besides ns/op they report the CPU
+// an op costs, client and servers (cpu-us/op), which a busy machine
+// disturbs less. Ratios come from comparing the sub-benchmarks; interleave
+// rounds with -count and compare with benchstat.
+
+// BenchmarkRankVsPodium: a member's rank and score. podium pipelines
+// ZREVRANK and ZSCORE. zcount-64, for scale, is the least an exact rank over
+// 64 sorted sets can send: ZSCORE, then one ZCOUNT per set, pipelined, on
+// podium's members split over 64 plain sets — no ties, no decoding.
 func BenchmarkRankVsPodium(b *testing.B) {
 	ctx := context.Background()
-	r := testenv.NewRedis(b)
-	const members = 50000
-	one := populated(b, r, "vs1", 1, members)
-	many := populated(b, r, "vs64", 64, members)
-	raw := r.Namespace + ":podium"
-	for i := 0; i < members; i += 1000 {
-		var zs []redis.Z
-		for j := i; j < i+1000; j++ {
-			zs = append(zs, redis.Z{Score: float64(j * 7919 % 100000), Member: "p" + strconv.Itoa(j)})
-		}
-		r.Client.ZAdd(ctx, raw, zs...)
+	vsPodium(b, []benchOp{
+		{"podium", func(f *podiumFixture, m string) error {
+			pipe := f.r.Client.Pipeline()
+			pipe.ZRevRank(ctx, f.raw, m)
+			pipe.ZScore(ctx, f.raw, m)
+			_, err := pipe.Exec(ctx)
+			return err
+		}},
+		{"zcount-64", func(f *podiumFixture, m string) error {
+			v, err := f.r.Client.ZScore(ctx, f.raw, m).Result()
+			if err != nil {
+				return err
+			}
+			above := "(" + strconv.FormatFloat(v, 'f', -1, 64)
+			pipe := f.r.Client.Pipeline()
+			for _, key := range f.split {
+				pipe.ZCount(ctx, key, above, "+inf")
+			}
+			_, err = pipe.Exec(ctx)
+			return err
+		}},
+		{"board-1", func(f *podiumFixture, m string) error { _, err := f.one.Rank(ctx, m); return err }},
+		{"board-64", func(f *podiumFixture, m string) error { _, err := f.many.Rank(ctx, m); return err }},
+	})
+}
+
+// BenchmarkAroundVsPodium: the 21 entries around a member (k = 10). podium
+// sends ZREVRANK, ZCARD and ZREVRANGE one after the other; this baseline
+// pipelines the first two.
+func BenchmarkAroundVsPodium(b *testing.B) {
+	ctx := context.Background()
+	const k = 10
+	vsPodium(b, []benchOp{
+		{"podium", func(f *podiumFixture, m string) error {
+			pipe := f.r.Client.Pipeline()
+			rank := pipe.ZRevRank(ctx, f.raw, m)
+			size := pipe.ZCard(ctx, f.raw)
+			if _, err := pipe.Exec(ctx); err != nil {
+				return err
+			}
+			start := max(0, min(rank.Val()-k, size.Val()-1-2*k))
+			return f.r.Client.ZRevRangeWithScores(ctx, f.raw, start, start+2*k).Err()
+		}},
+		{"board-1", func(f *podiumFixture, m string) error { _, err := f.one.Around(ctx, m, k); return err }},
+		{"board-64", func(f *podiumFixture, m string) error { _, err := f.many.Around(ctx, m, k); return err }},
+	})
+}
+
+// BenchmarkTopVsPodium: the best 100, uncached. podium sends ZCARD, then
+// ZREVRANGE; this baseline pipelines them.
+func BenchmarkTopVsPodium(b *testing.B) {
+	ctx := context.Background()
+	vsPodium(b, []benchOp{
+		{"podium", func(f *podiumFixture, _ string) error {
+			pipe := f.r.Client.Pipeline()
+			pipe.ZCard(ctx, f.raw)
+			pipe.ZRevRangeWithScores(ctx, f.raw, 0, 99)
+			_, err := pipe.Exec(ctx)
+			return err
+		}},
+		{"board-1", func(f *podiumFixture, _ string) error { _, err := f.one.Top(ctx, 100); return err }},
+		{"board-64", func(f *podiumFixture, _ string) error { _, err := f.many.Top(ctx, 100); return err }},
+	})
+}
+
+// podiumFixture is the same members on a plain sorted set (podium's layout),
+// on 64 plain sets (split by member) and on boards of 1 and 64 shards.
+type podiumFixture struct {
+	r         *testenv.Redis
+	raw       string
+	split     []string
+	one, many *rank.Board
+}
+
+const podiumMembers = 50000
+
+func newPodiumFixture(b *testing.B, r *testenv.Redis) *podiumFixture {
+	b.Helper()
+	ctx := context.Background()
+	f := &podiumFixture{r: r, raw: r.Namespace + ":podium"}
+	for i := range 64 {
+		f.split = append(f.split, fmt.Sprintf("%s:{podium:%d}", r.Namespace, i))
 	}
-	run := func(name string, op func(member string) error) {
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(8)
-			var n atomic.Int64
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if err := op("p" + strconv.FormatInt(n.Add(7919)%members, 10)); err != nil {
-						b.Fatal(err)
-					}
+	f.one = populated(b, r, "vs1", 1, podiumMembers)
+	f.many = populated(b, r, "vs64", 64, podiumMembers)
+	for i := 0; i < podiumMembers; i += 1000 {
+		pipe := r.Client.Pipeline()
+		for j := i; j < i+1000; j++ {
+			z := redis.Z{Score: float64(j * 7919 % 100000), Member: "p" + strconv.Itoa(j)}
+			pipe.ZAdd(ctx, f.raw, z)
+			pipe.ZAdd(ctx, f.split[j%64], z)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return f
+}
+
+// cpu is the processor time spent so far by this process and by the Redis
+// servers: on a shared machine, where wall time per op swings with whatever
+// else runs, CPU time per op is the steadier measure of what an op costs.
+type cpu struct {
+	c              redis.UniversalClient
+	client, server time.Duration
+}
+
+func startCPU(b *testing.B, c redis.UniversalClient) cpu {
+	m := cpu{c: c}
+	m.client, m.server = processCPU(), serverCPU(b, c)
+	return m
+}
+
+// report adds cpu-us/op (this process and the servers) and srv-us/op.
+func (m cpu) report(b *testing.B) {
+	client, server := processCPU()-m.client, serverCPU(b, m.c)-m.server
+	b.ReportMetric(float64(client+server)/float64(b.N)/1e3, "cpu-us/op")
+	b.ReportMetric(float64(server)/float64(b.N)/1e3, "srv-us/op")
+}
+
+func processCPU() time.Duration {
+	var u syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &u)
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// serverCPU sums used_cpu_user and used_cpu_sys over every node.
+func serverCPU(b *testing.B, c redis.UniversalClient) time.Duration {
+	ctx := context.Background()
+	var total atomic.Int64
+	add := func(ctx context.Context, node *redis.Client) error {
+		info, err := node.Info(ctx, "cpu").Result()
+		for line := range strings.SplitSeq(info, "\r\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+				s, _ := strconv.ParseFloat(v, 64)
+				total.Add(int64(s * 1e9))
+			}
+		}
+		return err
+	}
+	var err error
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachShard(ctx, add)
+	case *redis.Client:
+		err = add(ctx, c)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(total.Load())
+}
+
+type benchOp struct {
+	name string
+	run  func(f *podiumFixture, member string) error
+}
+
+// vsPodium runs every op as backend/callers=N/name sub-benchmarks, on
+// members spread over the whole board.
+func vsPodium(b *testing.B, ops []benchOp) {
+	for _, backend := range []string{"redis", "cluster"} {
+		b.Run(backend, func(b *testing.B) {
+			r := testenv.NewRedis(b)
+			if backend == "cluster" {
+				r = testenv.NewRedisCluster(b)
+			}
+			f := newPodiumFixture(b, r)
+			for _, callers := range []int{1, 16} {
+				for _, op := range ops {
+					b.Run(fmt.Sprintf("callers=%d/%s", callers, op.name), func(b *testing.B) {
+						b.ReportAllocs()
+						var n atomic.Int64
+						member := func() string { return "p" + strconv.FormatInt(n.Add(7919)%podiumMembers, 10) }
+						defer startCPU(b, r.Client).report(b)
+						if callers == 1 {
+							for b.Loop() {
+								if err := op.run(f, member()); err != nil {
+									b.Fatal(err)
+								}
+							}
+							return
+						}
+						b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+						b.RunParallel(func(pb *testing.PB) {
+							for pb.Next() {
+								if err := op.run(f, member()); err != nil {
+									b.Fatal(err)
+								}
+							}
+						})
+					})
 				}
-			})
+			}
 		})
 	}
-	run("podium", func(m string) error {
-		pipe := r.Client.Pipeline()
-		pipe.ZRevRank(ctx, raw, m)
-		pipe.ZScore(ctx, raw, m)
-		_, err := pipe.Exec(ctx)
-		return err
-	})
-	run("board-1", func(m string) error { _, err := one.Rank(ctx, m); return err })
-	run("board-64", func(m string) error { _, err := many.Rank(ctx, m); return err })
 }

@@ -21,9 +21,6 @@ var (
 	//go:embed write.lua
 	writeLua    string
 	writeScript = redis.NewScript(writeLua)
-	//go:embed neighbors.lua
-	neighborsLua    string
-	neighborsScript = redis.NewScript(neighborsLua)
 )
 
 var (
@@ -58,7 +55,8 @@ type Config struct {
 	// Shards is the number of sorted sets the board is split over, by
 	// member hash, each on its own cluster slot. 1 for boards of a few
 	// million members; more when one set would be too big or too hot.
-	// Default 1.
+	// Reads that span shards (Rank, Around, Top, Page) send every shard a
+	// command or two, so their cost grows with Shards. Default 1.
 	Shards int
 	// Epoch is when the board starts; writes before it are rejected.
 	// Required. Epoch, Lifetime and Resolution decide how stored values
@@ -90,6 +88,7 @@ type Board struct {
 	c        redis.UniversalClient
 	cfg      Config
 	shards   []string // sorted-set keys
+	keyArgs  []any    // the same, boxed once for the commands of sharded reads
 	meta     []string // metadata hash keys, one per shard
 	encoded  []string // encoding record keys, one per shard
 	encoding string   // this Board's Epoch, Lifetime and Resolution
@@ -150,6 +149,7 @@ func New(c redis.UniversalClient, cfg Config) (*Board, error) {
 		tag := cfg.Name + ":" + strconv.Itoa(i)
 		b.tags = append(b.tags, tag)
 		b.shards = append(b.shards, b.space.Key(tag, "rank"))
+		b.keyArgs = append(b.keyArgs, b.shards[i])
 		b.meta = append(b.meta, b.space.Key(tag, "meta"))
 		b.encoded = append(b.encoded, b.space.Key(tag, "encoding"))
 	}

@@ -31,12 +31,28 @@
 // of silently misordering ties or misreading scores.
 //
 // Sharding: with Shards = N the board is N sorted sets chosen by member hash,
-// each under its own hash tag so a Redis Cluster spreads them. Top merges each
-// shard's top n (k-way); Rank is exact: 1 + the members ahead on every shard
-// (a ZCOUNT per shard plus the rare equal values), in one pipelined round
-// trip; Around and Page ask each shard for its nearest members on either side
-// and merge. Results are identical to a single sorted set's — the tests drive
-// N = 1, 7 and 64 against an in-memory model.
+// each under its own hash tag so a Redis Cluster spreads them. Reads send
+// every shard plain commands, pipelined (go-redis sends each cluster node its
+// share in parallel), and no script. Rank is exact: 1 + the members ahead on
+// every shard, two ZCOUNTs per shard (values above, values equal) and names
+// only from the rare shards holding another member at the very same value.
+// Top, Around and Page ask each shard for a few entries (Around by index,
+// around the spot the counts give), merge (k-way), and read more only from
+// the shards whose last entry still made the cut. Results are identical to a
+// single sorted set's — the tests drive N = 1, 7 and 64 against an in-memory
+// model.
+//
+// Around keeps its window 2k+1 long at the ends of the board, shifted
+// inwards, as podium does (around the first member with k = 10: ranks 1 to
+// 21).
+//
+// A read spanning N shards pays per shard: a 64-shard Rank sends 129
+// commands where a one-shard Rank sends 2, and costs some 15 times its CPU,
+// client and Redis together, and one more round trip; a 64-shard Around
+// some 12 times a one-shard one. No exact count over 64 sorted sets can do
+// much better: one bare ZCOUNT per shard (zcount-64 in
+// BenchmarkRankVsPodium) already costs 10 times a one-shard Rank. Use as
+// few shards as the write load and the set size allow.
 //
 // TopCached serves the top from process memory, refreshed at most once per
 // Staleness (1 s) by one of the concurrent readers. Periodic hands out daily,

@@ -138,6 +138,13 @@ func TestAgainstModel(t *testing.T) {
 	})
 }
 
+// window is podium's around-me page: 2k+1 entries centred on rank, shifted
+// inwards at either end of the board.
+func window(sorted []rank.Entry, r int64, k int) []rank.Entry {
+	start := max(0, min(int(r)-1-k, len(sorted)-1-2*k))
+	return sorted[start:min(len(sorted), start+2*k+1)]
+}
+
 func checkBoard(t *testing.T, ctx context.Context, b *rank.Board, want []rank.Entry, rng *rand.Rand, round int) {
 	t.Helper()
 	shards := len(b.Keys())
@@ -160,10 +167,10 @@ func checkBoard(t *testing.T, ctx context.Context, b *rank.Board, want []rank.En
 		if err != nil || !same([]rank.Entry{got}, []rank.Entry{w}) {
 			t.Fatalf("round %d, %d shards: Rank(%s) = %+v, %v; want %+v", round, shards, w.Member, got, err, w)
 		}
-		around, err := b.Around(ctx, w.Member, 3)
-		i := int(w.Rank - 1)
-		if exp := want[max(0, i-3):min(len(want), i+4)]; err != nil || !same(around, exp) {
-			t.Fatalf("round %d, %d shards: Around(%s)\n got %v\nwant %v (%v)", round, shards, w.Member, around, exp, err)
+		k := rng.IntN(5)
+		around, err := b.Around(ctx, w.Member, k)
+		if exp := window(want, w.Rank, k); err != nil || !same(around, exp) {
+			t.Fatalf("round %d, %d shards: Around(%s, %d)\n got %v\nwant %v (%v)", round, shards, w.Member, k, around, exp, err)
 		}
 	}
 	var paged []rank.Entry
@@ -181,6 +188,105 @@ func checkBoard(t *testing.T, ctx context.Context, b *rank.Board, want []rank.En
 	}
 	if !same(paged, want) {
 		t.Fatalf("round %d, %d shards: paging gave %d entries\n got %v\nwant %v", round, shards, len(paged), paged, want)
+	}
+}
+
+// Around keeps its window 2k+1 long at either end of the board, shifted
+// inwards (around the first member with k = 10: ranks 1 to 21), and returns a
+// board shorter than that whole — on one shard and many, with members tied
+// at one value across shards.
+func TestAroundShiftsInwardAtTheEnds(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		ctx := context.Background()
+		clk := testenv.NewClock(epoch.Add(time.Hour))
+		m := &model{score: map[string]int64{}, tick: map[string]int64{}}
+		var boards []*rank.Board
+		for _, n := range []int{1, 7, 64} {
+			boards = append(boards, newBoard(t, r, fmt.Sprintf("edges%d", n), n, clk.Now))
+		}
+		for size := range 31 {
+			member := fmt.Sprintf("e%02d", size)
+			score := int64(size % 4) // a few scores, many members each
+			if size%3 == 0 {
+				clk.Add(time.Millisecond) // the others tie at their score: same value
+			}
+			m.apply("set", member, score, clk.Now().Sub(epoch).Milliseconds())
+			for _, b := range boards {
+				if _, err := b.Set(ctx, member, score); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if size != 4 && size != 30 {
+				continue
+			}
+			want := m.sorted()
+			for _, b := range boards {
+				for _, w := range want {
+					for _, k := range []int{0, 1, 2, 10, 20} {
+						got, err := b.Around(ctx, w.Member, k)
+						if exp := window(want, w.Rank, k); err != nil || !same(got, exp) {
+							t.Fatalf("%d members, %d shards: Around(%s, %d)\n got %v\nwant %v (%v)", len(want), len(b.Keys()), w.Member, k, got, exp, err)
+						}
+					}
+				}
+			}
+		}
+		first, err := boards[2].Around(ctx, m.sorted()[0].Member, 10)
+		if err != nil || len(first) != 21 || first[0].Rank != 1 || first[20].Rank != 21 {
+			t.Fatalf("around the first with k = 10: %d entries, %v", len(first), err)
+		}
+	})
+}
+
+// When one shard holds a whole neighbourhood — the top 16 all hash to it —
+// the few entries a sharded read asks each shard for are not enough, and the
+// shards whose entries made the cut are read again: Top, Page and Around
+// still match a single sorted set.
+func TestShardedReadsWhenOneShardHoldsTheNeighbourhood(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	clk := testenv.NewClock(epoch.Add(time.Hour))
+	b := newBoard(t, r, "lopsided", 64, clk.Now)
+	m := &model{score: map[string]int64{}, tick: map[string]int64{}}
+	set := func(member string, score int64) {
+		m.apply("set", member, score, clk.Now().Sub(epoch).Milliseconds())
+		if _, err := b.Set(ctx, member, score); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 1000 {
+		set(fmt.Sprintf("c%03d", i), int64(i%500))
+	}
+	var crowded []string
+	for _, key := range b.Keys() {
+		if names := r.Client.ZRange(ctx, key, 0, -1).Val(); len(names) > len(crowded) {
+			crowded = names
+		}
+	}
+	if len(crowded) < 16 {
+		t.Fatalf("the fullest shard holds %d members", len(crowded))
+	}
+	for i, member := range crowded[:16] {
+		set(member, int64(1000+i%5)) // the top 16, tied in fives at one value
+	}
+	want := m.sorted()
+	top, err := b.Top(ctx, 30)
+	if err != nil || !same(top, want[:30]) {
+		t.Fatalf("top 30\n got %v\nwant %v (%v)", top, want[:30], err)
+	}
+	first, cursor, err := b.Page(ctx, "", 3)
+	if err != nil || !same(first, want[:3]) {
+		t.Fatalf("first page %v, %v", first, err)
+	}
+	page, _, err := b.Page(ctx, cursor, 20)
+	if err != nil || !same(page, want[3:23]) {
+		t.Fatalf("page 3..23\n got %v\nwant %v (%v)", page, want[3:23], err)
+	}
+	for _, w := range want[:20] {
+		got, err := b.Around(ctx, w.Member, 10)
+		if exp := window(want, w.Rank, 10); err != nil || !same(got, exp) {
+			t.Fatalf("Around(%s, 10)\n got %v\nwant %v (%v)", w.Member, got, exp, err)
+		}
 	}
 }
 

@@ -5,14 +5,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/casebook-dev/casebook/internal/luascript"
 	"github.com/casebook-dev/casebook/shard"
 )
 
@@ -25,6 +23,10 @@ func (b *Board) Score(ctx context.Context, member string) (Entry, error) {
 	if err := b.checkEncoding(ctx); err != nil {
 		return Entry{}, err
 	}
+	return b.score(ctx, member)
+}
+
+func (b *Board) score(ctx context.Context, member string) (Entry, error) {
 	v, err := b.c.ZScore(ctx, b.shards[b.shardOf(member)], member).Result()
 	if isNil(err) {
 		return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, member)
@@ -36,15 +38,15 @@ func (b *Board) Score(ctx context.Context, member string) (Entry, error) {
 }
 
 // Rank returns member's entry with its exact 1-based rank across all shards:
-// 1 + the members ahead of it, counted on every shard in one pipelined round
-// trip after reading its score.
+// 1 + the members ahead of it.
 //
 // A one-shard board answers in one round trip (ZSCORE and ZREVRANK,
 // pipelined: Redis' reverse order is the board's order, ties included). A
-// sharded one reads the score, then counts on every shard with plain
-// pipelined commands — which go-redis groups per cluster node — the values
-// above it and those equal to it; only shards holding another member at the
-// very same value are asked for those members' names.
+// sharded one reads the score, then asks every shard in one more round trip
+// of plain pipelined commands — which go-redis sends to each cluster node in
+// parallel — how many values are above it and how many equal it (two
+// ZCOUNTs). Equal values rank by member name, so the rare shards holding
+// another member at the very same value are asked for names, in a third.
 func (b *Board) Rank(ctx context.Context, member string) (Entry, error) {
 	if err := b.checkEncoding(ctx); err != nil {
 		return Entry{}, err
@@ -52,49 +54,26 @@ func (b *Board) Rank(ctx context.Context, member string) (Entry, error) {
 	if len(b.shards) == 1 {
 		return b.rankOneShard(ctx, member)
 	}
-	e, err := b.Score(ctx, member)
+	e, err := b.score(ctx, member)
 	if err != nil {
 		return Entry{}, err
 	}
-	v := strconv.FormatUint(e.value, 10)
-	pipe := b.c.Pipeline()
-	above := make([]*redis.IntCmd, len(b.shards))
-	equal := make([]*redis.IntCmd, len(b.shards))
-	for i, key := range b.shards {
-		above[i] = pipe.ZCount(ctx, key, "("+v, "+inf")
-		equal[i] = pipe.ZCount(ctx, key, v, v)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	ahead, err := b.ahead(ctx, newPosition(e))
+	if err != nil {
 		return Entry{}, fmt.Errorf("rank: rank in %s: %w", b.cfg.Name, err)
-	}
-	var ahead int64
-	var ties []int
-	home := b.shardOf(member)
-	for i := range b.shards {
-		ahead += above[i].Val()
-		if n := equal[i].Val(); n > 1 || n == 1 && i != home {
-			ties = append(ties, i)
-		}
-	}
-	if len(ties) > 0 { // equal values are ordered by member name, greater first
-		pipe := b.c.Pipeline()
-		names := make([]*redis.StringSliceCmd, len(ties))
-		for j, i := range ties {
-			names[j] = pipe.ZRangeByScore(ctx, b.shards[i], &redis.ZRangeBy{Min: v, Max: v})
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return Entry{}, fmt.Errorf("rank: rank in %s: %w", b.cfg.Name, err)
-		}
-		for _, cmd := range names {
-			for _, m := range cmd.Val() {
-				if m > member {
-					ahead++
-				}
-			}
-		}
 	}
 	e.Rank = 1 + ahead
 	return e, nil
+}
+
+// ahead counts the entries ranked before p on every shard.
+func (b *Board) ahead(ctx context.Context, p position) (int64, error) {
+	q := newBatch(ctx)
+	at := q.standing(b, p)
+	if err := q.run(b.c); err != nil {
+		return 0, err
+	}
+	return at.ahead(q, b, p)
 }
 
 // rankOneShard reads score and rank in one round trip.
@@ -114,35 +93,114 @@ func (b *Board) rankOneShard(ctx context.Context, member string) (Entry, error) 
 	return e, nil
 }
 
-// Around returns up to k members above member, member itself and up to k
-// below it, ranked.
+// Around returns member's entry and its neighbours: k above and k below
+// when the board has them. Near either end the window shifts inwards and
+// stays 2k+1 entries long, as podium's does: around the first member with
+// k = 10 come ranks 1 to 21, around the last one the last 21. A board of at
+// most 2k+1 members comes back whole.
+//
+// A one-shard board answers as podium does, in two round trips: the
+// member's rank and the board's size, then the window by index. A sharded
+// one reads the member's score and its standing on every shard as Rank
+// does, then, in one more round trip, every shard's entries around that
+// spot by index: its few (2k/shards + 2) on either side. Only the shards
+// whose last entry still made the cut are asked for more, in a fourth round
+// trip. The window is the same as a single sorted set's.
+//
+// The round trips are not one snapshot: a write landing between them can
+// shift the window by the entries it moves.
 func (b *Board) Around(ctx context.Context, member string, k int) ([]Entry, error) {
 	if k < 0 || k > 1000 {
 		return nil, fmt.Errorf("rank: around %d is outside 0..1000", k)
 	}
-	e, err := b.Score(ctx, member)
+	if err := b.checkEncoding(ctx); err != nil {
+		return nil, err
+	}
+	if len(b.shards) == 1 {
+		return b.aroundOneShard(ctx, member, k)
+	}
+	e, err := b.score(ctx, member)
 	if err != nil {
 		return nil, err
 	}
-	ns, err := b.neighbors(ctx, e, k, k)
+	out, err := b.aroundShards(ctx, e, k)
 	if err != nil {
-		return nil, err
-	}
-	e.Rank = 1 + ns.ahead
-	above := ns.above
-	if len(above) > k {
-		above = above[len(above)-k:] // the closest k
-	}
-	below := ns.below[:min(k, len(ns.below))]
-	out := make([]Entry, 0, len(above)+1+len(below))
-	out = append(out, above...)
-	out = append(out, e)
-	out = append(out, below...)
-	first := e.Rank - int64(len(above))
-	for i := range out {
-		out[i].Rank = first + int64(i)
+		return nil, fmt.Errorf("rank: around in %s: %w", b.cfg.Name, err)
 	}
 	return out, nil
+}
+
+// aroundShards reads e's standing as Rank does, then every shard's entries
+// around that spot, then more from the shards whose last entry made the cut.
+func (b *Board) aroundShards(ctx context.Context, e Entry, k int) ([]Entry, error) {
+	p := newPosition(e)
+	if k == 0 {
+		ahead, err := b.ahead(ctx, p)
+		return ranked([]Entry{e}, 1+ahead), err
+	}
+	q := newBatch(ctx)
+	at := q.standing(b, p)
+	if err := q.run(b.c); err != nil {
+		return nil, err
+	}
+	windows := q.aroundAll(b, at, int64(2*k/len(b.shards)+2))
+	if err := q.run(b.c); err != nil {
+		return nil, err
+	}
+	up, down := newSide(len(b.shards), true), newSide(len(b.shards), false)
+	var ahead int64
+	for i, w := range windows {
+		ahead += w.above + w.split(b, p, i, up, down)
+	}
+	// Entries needed on each side: k, and at an end of the board what the
+	// other side lacks. The count above is exact; the one below is a lower
+	// bound, which may ask for more above than needed, never fewer.
+	needDown := k + max(0, k-int(ahead))
+	needUp := min(int(ahead), k+max(0, k-down.known()))
+	up.askMore(q, b, p, needUp)
+	down.askMore(q, b, p, needDown)
+	if err := q.run(b.c); err != nil {
+		return nil, err
+	}
+	up.collect(b)
+	down.collect(b)
+	above, below := up.nearest(needUp), down.nearest(needDown)
+	na := min(len(above), k+max(0, k-len(below)))
+	nb := min(len(below), k+max(0, k-na))
+	out := make([]Entry, 0, na+1+nb)
+	for i := na - 1; i >= 0; i-- {
+		out = append(out, above[i])
+	}
+	out = append(out, e)
+	out = append(out, below[:nb]...)
+	return ranked(out, 1+ahead-int64(na)), nil
+}
+
+// aroundOneShard is podium's sequence: the member's rank and the board's
+// size, pipelined, then the window by index (Redis' reverse order is the
+// board's order).
+func (b *Board) aroundOneShard(ctx context.Context, member string, k int) ([]Entry, error) {
+	key := b.shards[0]
+	pipe := b.c.Pipeline()
+	rank := pipe.ZRevRank(ctx, key, member)
+	size := pipe.ZCard(ctx, key)
+	_, err := pipe.Exec(ctx)
+	if isNil(err) {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, member)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rank: around: %w", err)
+	}
+	start := max(0, min(rank.Val()-int64(k), size.Val()-1-2*int64(k)))
+	zs, err := b.c.ZRevRangeWithScores(ctx, key, start, start+2*int64(k)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("rank: around: %w", err)
+	}
+	out := make([]Entry, len(zs))
+	for i, z := range zs {
+		out[i] = b.entry(z.Member.(string), uint64(z.Score))
+	}
+	return ranked(out, start+1), nil
 }
 
 // Top returns the best n members (n ≤ 10,000). A sharded board first asks
@@ -165,11 +223,7 @@ func (b *Board) Top(ctx context.Context, n int) ([]Entry, error) {
 		per = min(n, 2*n/len(b.shards)+4)
 	}
 	lists := make([][]Entry, len(b.shards))
-	all := make([]int, len(b.shards))
-	for i := range all {
-		all[i] = i
-	}
-	if err := b.fetchRanges(ctx, lists, all, per); err != nil {
+	if err := b.fetchRanges(ctx, lists, allShards(len(b.shards)), per); err != nil {
 		return nil, err
 	}
 	merged := shard.Merge(lists, before, n)
@@ -233,11 +287,11 @@ func (b *Board) Page(ctx context.Context, cursor string, n int) ([]Entry, string
 		if err := b.checkEncoding(ctx); err != nil {
 			return nil, "", err
 		}
-		ns, err := b.neighbors(ctx, last, 0, n)
+		below, err := b.after(ctx, last, n)
 		if err != nil {
 			return nil, "", err
 		}
-		page = ranked(ns.below[:min(n, len(ns.below))], last.Rank+1)
+		page = ranked(below, last.Rank+1)
 	}
 	if len(page) < n {
 		return page, "", nil
@@ -276,70 +330,27 @@ func (b *Board) decodeCursor(c string) (Entry, error) {
 	return e, nil
 }
 
-// neighborhood is what the shards say about a position.
-type neighborhood struct {
-	ahead int64   // entries ranked before the position
-	above []Entry // the closest entries before it, in rank order (last is closest)
-	below []Entry // the closest entries after it, in rank order
-}
-
-// neighbors asks every shard, in one pipeline, how many entries rank before
-// e and for the na closest ones before it and nb after it.
-func (b *Board) neighbors(ctx context.Context, e Entry, na, nb int) (neighborhood, error) {
-	v := strconv.FormatUint(e.value, 10)
-	calls := make([]luascript.Call, len(b.shards))
-	for i, key := range b.shards {
-		calls[i] = luascript.Call{Script: neighborsScript, Keys: []string{key}, Args: []any{v, na, nb}}
+// after returns the n entries ranked right after e: members at e's value
+// with a smaller name, then a few of every shard's values below it (as Top
+// reads from the top), and more only from shards whose last entry made the
+// cut.
+func (b *Board) after(ctx context.Context, e Entry, n int) ([]Entry, error) {
+	p := newPosition(e)
+	q := newBatch(ctx)
+	down := newSide(len(b.shards), false)
+	equal := q.names(b, p, allShards(len(b.shards)))
+	down.askAll(q, b, p, min(n, 2*n/len(b.shards)+4))
+	if err := q.run(b.c); err != nil {
+		return nil, fmt.Errorf("rank: page of %s: %w", b.cfg.Name, err)
 	}
-	cmds, err := luascript.RunAll(ctx, b.c, calls)
-	if err != nil {
-		return neighborhood{}, fmt.Errorf("rank: neighbours in %s: %w", b.cfg.Name, err)
+	down.placeTied(b, p, equal)
+	down.collect(b)
+	down.askMore(q, b, p, n)
+	if err := q.run(b.c); err != nil {
+		return nil, fmt.Errorf("rank: page of %s: %w", b.cfg.Name, err)
 	}
-	var ns neighborhood
-	for _, cmd := range cmds {
-		reply, ok := cmd.Val().([]any)
-		if !ok || len(reply) != 4 {
-			return neighborhood{}, fmt.Errorf("rank: unexpected reply %v", cmd.Val())
-		}
-		count, _ := reply[0].(int64)
-		ns.ahead += count
-		for _, m := range reply[1].([]any) { // equal values: member name decides
-			x := b.entry(m.(string), e.value)
-			switch {
-			case x.Member > e.Member:
-				ns.ahead++
-				ns.above = append(ns.above, x)
-			case x.Member < e.Member:
-				ns.below = append(ns.below, x)
-			}
-		}
-		ns.above = append(ns.above, b.pairs(reply[2])...)
-		ns.below = append(ns.below, b.pairs(reply[3])...)
-	}
-	slices.SortFunc(ns.above, order)
-	slices.SortFunc(ns.below, order)
-	return ns, nil
-}
-
-func order(x, y Entry) int {
-	switch {
-	case before(x, y):
-		return -1
-	case before(y, x):
-		return 1
-	}
-	return 0
-}
-
-// pairs decodes a WITHSCORES reply from a script: member, value, member, ….
-func (b *Board) pairs(reply any) []Entry {
-	flat, _ := reply.([]any)
-	out := make([]Entry, 0, len(flat)/2)
-	for i := 0; i+1 < len(flat); i += 2 {
-		v, _ := strconv.ParseFloat(flat[i+1].(string), 64)
-		out = append(out, b.entry(flat[i].(string), uint64(v)))
-	}
-	return out
+	down.collect(b)
+	return down.nearest(n), nil
 }
 
 // Size returns the number of members on the board.
