@@ -54,16 +54,18 @@ func (s *Service) PutSKU(ctx context.Context, sku string, price, units int64) er
 	return nil
 }
 
-// CreateSKU creates sku with a unit price and units to sell, once: creating
-// it again with the same price and units changes nothing (a retry), with
-// others it is ErrInvalid. Use it where a SKU's stock is fixed when it is
-// created, such as a flash sale's; PutSKU adds units.
-func (s *Service) CreateSKU(ctx context.Context, sku string, price, units int64) error {
+// CreateSKU creates sku with a unit price and units to sell, once, and
+// reports whether this call created it: creating it again with the same
+// price and units changes nothing and reports false (a retry, or someone
+// else's SKU with those numbers: the caller knows which), with others it is
+// ErrInvalid. Use it where a SKU's stock is fixed when it is created, such
+// as a flash sale's; PutSKU adds units.
+func (s *Service) CreateSKU(ctx context.Context, sku string, price, units int64) (bool, error) {
 	if err := validSKU(sku); err != nil {
-		return err
+		return false, err
 	}
 	if price < 1 || units < 0 || price > maxMoney || units > maxUnits {
-		return fmt.Errorf("%w: price %d, units %d", ErrInvalid, price, units)
+		return false, fmt.Errorf("%w: price %d, units %d", ErrInvalid, price, units)
 	}
 	sh := s.inventory.ByKey(sku)
 	err := sqlutil.Retry(ctx, 10, func() error {
@@ -72,18 +74,18 @@ func (s *Service) CreateSKU(ctx context.Context, sku string, price, units int64)
 	})
 	if !sqlutil.IsDuplicate(err) {
 		if err != nil {
-			return fmt.Errorf("order: create sku %s: %w", sku, err)
+			return false, fmt.Errorf("order: create sku %s: %w", sku, err)
 		}
-		return nil
+		return true, nil
 	}
 	had, err := s.StockOf(ctx, sku)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if had.Price != price || had.Available+had.Locked+had.Sold != units {
-		return fmt.Errorf("%w: sku %s exists with price %d and %d units", ErrInvalid, sku, had.Price, had.Available+had.Locked+had.Sold)
+		return false, fmt.Errorf("%w: sku %s exists with price %d and %d units", ErrInvalid, sku, had.Price, had.Available+had.Locked+had.Sold)
 	}
-	return nil
+	return false, nil
 }
 
 // StockOf returns sku's inventory.

@@ -16,14 +16,14 @@ import (
 func TestSaleSupport(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, order.Config{})
-	if err := f.s.CreateSKU(ctx, "flash", 100, 5); err != nil {
-		t.Fatal(err)
+	if created, err := f.s.CreateSKU(ctx, "flash", 100, 5); err != nil || !created {
+		t.Fatalf("CreateSKU: %v, %v", created, err)
 	}
-	if err := f.s.CreateSKU(ctx, "flash", 100, 5); err != nil {
-		t.Fatalf("repeating CreateSKU with the same stock: %v", err)
+	if created, err := f.s.CreateSKU(ctx, "flash", 100, 5); err != nil || created {
+		t.Fatalf("repeating CreateSKU with the same stock: created %v, %v; want false, nil", created, err)
 	}
 	for _, again := range [][2]int64{{100, 6}, {99, 5}} {
-		if err := f.s.CreateSKU(ctx, "flash", again[0], again[1]); !errors.Is(err, order.ErrInvalid) {
+		if _, err := f.s.CreateSKU(ctx, "flash", again[0], again[1]); !errors.Is(err, order.ErrInvalid) {
 			t.Fatalf("CreateSKU(flash, %d, %d) over the existing one: %v, want ErrInvalid", again[0], again[1], err)
 		}
 	}

@@ -80,12 +80,16 @@ func sameOrder(o order.Order, want order.NewOrder) error {
 // pays (order.Service.StartPayment) and follows. It is ErrNotReady until the
 // consumer has created it and reserved its stock in SQL.
 func (s *Service) OrderOf(ctx context.Context, user, id string) (order.Order, error) {
-	if _, _, err := s.reservation(ctx, id); err != nil {
+	sl, _, err := s.reservation(ctx, id)
+	if err != nil {
 		return order.Order{}, err
 	}
 	o, err := s.orders.ByRequest(ctx, user, id)
-	if errors.Is(err, order.ErrNotFound) || err == nil && o.Status == order.Pending && !o.Reserved {
+	switch {
+	case errors.Is(err, order.ErrNotFound) || err == nil && o.Status == order.Pending && !o.Reserved:
 		return order.Order{}, fmt.Errorf("%w: %s", ErrNotReady, id)
+	case err == nil && (len(o.Items) != 1 || o.Items[0].SKU != sl.c.SKU):
+		return order.Order{}, fmt.Errorf("%w: order %d under %s is not the campaign's", ErrIDConflict, o.ID, id)
 	}
 	return o, err
 }
@@ -229,6 +233,7 @@ func (sl *Sale) settle(ctx context.Context, b int, id string, o *order.Order) (b
 	if o != nil && o.User != user {
 		return false, fmt.Errorf("%w: order %d is %s's, reservation %s is %s's", ErrIDConflict, o.ID, o.User, id, user)
 	}
+	lapsed := o == nil // ReleaseDue's call: the reservation's deadline passed
 	if o == nil {
 		got, err := sl.s.orders.ByRequest(ctx, user, id)
 		if errors.Is(err, order.ErrNotFound) {
@@ -246,6 +251,16 @@ func (sl *Sale) settle(ctx context.Context, b int, id string, o *order.Order) (b
 			return false, fmt.Errorf("seckill: order of %s: %w", id, err)
 		}
 		o = &got
+	}
+	if len(o.Items) != 1 || o.Items[0].SKU != sl.c.SKU || o.Items[0].Qty != qty {
+		// Another order holds the reservation's id (its buyer's own, made
+		// with that request id): the reservation's order can never be
+		// recorded (HandleOrder reports ErrIDConflict), so nobody can pay
+		// it, and at its deadline its units and quota go back.
+		if !lapsed {
+			return false, nil
+		}
+		return sl.close(ctx, b, id, true)
 	}
 	if o.Status == order.Pending && !sl.s.cfg.Now().Before(o.PayDeadline) {
 		got, err := sl.s.orders.Expire(ctx, o.ID) // or it is paid, as the database decides

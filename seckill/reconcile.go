@@ -60,9 +60,12 @@ func (r Report) OK() bool {
 // quotas raised to what each user's orders and reservations hold.
 //
 // A repair may run during the sale: it fences the buckets (purchases wait,
-// see maxFenceWait), reads them and SQL, and rewrites each bucket in one
-// script only if nothing changed it since it was read (a release or quota
-// return may still); a bucket that changed is read again.
+// see maxFenceWait), reads them and SQL, closes the reservations whose
+// orders closed (units and quota back once, as ReleaseDue would), and
+// rewrites each bucket in one script only if nothing changed it since it was
+// read (a release or quota return may still); a bucket that changed is read
+// again. A bucket still changing after ten rounds gets its stock corrected
+// (the totals agree) and the error asks for another repair.
 //
 // Orders in flight are counted from Redis: a reservation open in Redis that
 // SQL has not recorded keeps its units, quota and deadline. An event relayed
@@ -89,9 +92,46 @@ const (
 	maxFenceWait = 2 * time.Second
 )
 
+// maxRepairRounds bounds the rounds of a repair whose buckets keep changing.
+const maxRepairRounds = 10
+
+// closeStale closes the reservations Redis holds whose orders closed, as
+// ReleaseDue would: units back (unless SQL never had them) and the quota
+// once. It returns how many it closed.
+func (sl *Sale) closeStale(ctx context.Context, buckets []bucketState, rec record) (int, error) {
+	closed := 0
+	for b, st := range buckets {
+		for id := range st.res {
+			o, ok := rec.orders[id]
+			if !ok || o.State != released && o.State != rejected {
+				continue
+			}
+			if _, err := sl.close(ctx, b, id, o.State == released); err != nil {
+				return closed, err
+			}
+			closed++
+		}
+	}
+	return closed, nil
+}
+
 // repair rebuilds every bucket and returns the report of what it found.
+//
+// Reservations whose orders closed (stale) are first closed the usual way,
+// units and quota back once, so that the rebuild, which only raises quotas,
+// never swallows a quota the order's late event can no longer return.
+//
+// Buckets are rewritten one by one, each only if unchanged since it was
+// read; one that changed sends the whole repair round again. After
+// maxRepairRounds, the buckets not rewritten in the last round get only
+// their stock corrected, by the difference between that round's plan and
+// what it read (INCRBY): a change in a fenced bucket is a release or a
+// close, which moves Redis and SQL by the same units, so the totals agree
+// whatever happened meanwhile — but those buckets keep their reservations
+// and quotas, and the error says to run the repair again.
 func (sl *Sale) repair(ctx context.Context) (Report, error) {
 	defer sl.unfence(context.WithoutCancel(ctx))
+	stale := 0 // closed here before the plan: still what the report found
 	for attempt := 1; ; attempt++ {
 		if err := sl.fence(ctx); err != nil {
 			return Report{}, err
@@ -100,14 +140,28 @@ func (sl *Sale) repair(ctx context.Context) (Report, error) {
 		if err != nil {
 			return Report{}, err
 		}
+		if n, err := sl.closeStale(ctx, buckets, rec); err != nil {
+			return Report{}, err
+		} else if n > 0 {
+			stale += n
+			continue // read again: the closes changed the buckets
+		}
 		want, rep := sl.plan(buckets, rec)
+		rep.Stale += stale
 		done, err := sl.rebuild(ctx, buckets, want)
 		rep.Repaired = err == nil && done == len(buckets)
 		if err != nil || rep.Repaired {
 			return rep, err
 		}
-		if attempt == 10 {
-			return rep, fmt.Errorf("seckill: reconcile %s: buckets kept changing during the repair, run it again", sl.c.ID)
+		if attempt == maxRepairRounds {
+			pipe := sl.s.rdb.Pipeline()
+			for b := done; b < len(buckets); b++ {
+				pipe.IncrBy(ctx, sl.key(b, "stock"), want[b].stock-buckets[b].stock)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return rep, fmt.Errorf("seckill: reconcile %s: correct stock: %w", sl.c.ID, err)
+			}
+			return rep, fmt.Errorf("seckill: reconcile %s: buckets %d.. kept changing during the repair: their stock is corrected, their reservations and quotas not; run it again", sl.c.ID, done)
 		}
 		select {
 		case <-ctx.Done():

@@ -487,7 +487,6 @@ func TestRedTeamForeignAndForgedEvents(t *testing.T) {
 // nor the release at the deadline may take it for the reservation's order —
 // the campaign's unit was never sold in SQL, so it must come back to Redis.
 func TestRedTeamOwnOrderUnderReservationID(t *testing.T) {
-	t.Skip("red team: ReleaseDue's settle takes ByRequest(user, id) for the reservation's order without the SKU/qty check HandleOrder makes (orders.go:233): a buyer's own paid order under its reservation id closes the reservation as paid, a unit lost in Redis")
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 10, 1, 1, seckill.Config{})
 	id, err := f.sl.Buy(ctx, "eve", 1)
@@ -773,7 +772,6 @@ func raceSettlement(t *testing.T, repair bool) {
 // of its own. Accepted, both gates sell the same SQL units and buyers told
 // they won get orders closed out of stock.
 func TestRedTeamSecondCampaignOnSameSKU(t *testing.T) {
-	t.Skip("red team: Create accepts a second campaign on a running campaign's SKU: order.CreateSKU takes same price+units for a retry (seckill.go:248), nothing checks the SKU is not another campaign's; both gates sell the same SQL units, half the winners rejected")
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 10, 1, 1, seckill.Config{})
 	twin, err := f.s.Create(ctx, seckill.Campaign{ID: "c2", SKU: "sku-1", Price: 100, Stock: 10, Limit: 1, Buckets: 1, Starts: saleStart, Ends: saleStart.Add(time.Hour)})
@@ -808,10 +806,9 @@ func TestRedTeamSecondCampaignOnSameSKU(t *testing.T) {
 // A campaign on a SKU the shop already sells (same price and units as the
 // shop created it with) is refused: its stock would not be the campaign's.
 func TestRedTeamCampaignOnShopSKU(t *testing.T) {
-	t.Skip("red team: Create accepts a SKU the shop already sells when its price and total units match (seckill.go:248, order/inventory.go:83): Redis gets SQL's available, the shop keeps selling, winners rejected")
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 10, 1, 1, seckill.Config{})
-	if err := f.orders.CreateSKU(ctx, "shop-sku", 100, 10); err != nil {
+	if _, err := f.orders.CreateSKU(ctx, "shop-sku", 100, 10); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.orders.Create(ctx, order.NewOrder{User: "shopper", RequestID: "r1", Lines: []order.Line{{SKU: "shop-sku", Qty: 3}}}); err != nil {
@@ -843,10 +840,9 @@ func TestRedTeamCampaignOnShopSKU(t *testing.T) {
 // behind that Open would return and Reconcile would load with another SKU's
 // stock, and the id can be created afterwards with a SKU of its own.
 func TestRedTeamRefusedCreateLeavesNothing(t *testing.T) {
-	t.Skip("red team: Create inserts the campaign row (seckill.go:233) before CreateSKU refuses (seckill.go:248): Open returns the refused campaign, Reconcile(true) loads another SKU's stock into it, and the id is burned")
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 10, 1, 1, seckill.Config{})
-	if err := f.orders.CreateSKU(ctx, "shop-sku", 100, 50); err != nil {
+	if _, err := f.orders.CreateSKU(ctx, "shop-sku", 100, 50); err != nil {
 		t.Fatal(err)
 	}
 	c := seckill.Campaign{ID: "c4", SKU: "shop-sku", Price: 100, Stock: 5, Limit: 1, Buckets: 1, Starts: saleStart, Ends: saleStart.Add(time.Hour)}
@@ -903,7 +899,6 @@ func (h *changeFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // rewrite out of step with those it did not: Redis stock plus in flight must
 // still equal SQL's stock, or Redis sells units SQL does not have.
 func TestRedTeamInterruptedRepairKeepsStock(t *testing.T) {
-	t.Skip("red team: repair rewrites buckets one by one from a global even split (reconcile.go:361,373); giving up (reconcile.go:109) or an error mid-way leaves rewritten and old buckets mixed: Redis stock drifts from SQL (oversell -> rejected orders, or undersell)")
 	ctx := context.Background()
 	base := testenv.NewRedis(t)
 	r := ownClient(t, base, "")
@@ -950,7 +945,6 @@ func TestRedTeamInterruptedRepairKeepsStock(t *testing.T) {
 // the buyer's quota must come back too: the event that arrives after it finds
 // the reservation gone and returns nothing.
 func TestRedTeamRepairBeforeCancelEventKeepsQuota(t *testing.T) {
-	t.Skip("red team: repair drops a stale reservation (order closed, event not yet consumed) but quotas are only raised (rebuild.lua:36); the event then finds it gone (close.lua:15, orders.go:141) and never returns the quota: the cancelled buyer cannot buy again")
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 5, 1, 1, seckill.Config{})
 	id, err := f.sl.Buy(ctx, "u", 1)

@@ -200,7 +200,7 @@ func New(rdb redis.UniversalClient, db *sqlx.DB, orders *order.Service, cfg Conf
 func (s *Service) Migrate(ctx context.Context) error {
 	id := sqlutil.BinaryKey(s.db, 64)
 	ddl := `CREATE TABLE IF NOT EXISTS seckill_campaigns (
-		id ` + id + ` NOT NULL PRIMARY KEY, sku ` + id + ` NOT NULL, price BIGINT NOT NULL, stock BIGINT NOT NULL,
+		id ` + id + ` NOT NULL PRIMARY KEY, sku ` + id + ` NOT NULL UNIQUE, price BIGINT NOT NULL, stock BIGINT NOT NULL,
 		per_user BIGINT NOT NULL, buckets INT NOT NULL, starts_at BIGINT NOT NULL, ends_at BIGINT NOT NULL)`
 	if _, err := s.db.ExecContext(ctx, ddl); err != nil {
 		return fmt.Errorf("seckill: migrate: %w", err)
@@ -211,12 +211,12 @@ func (s *Service) Migrate(ctx context.Context) error {
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 
 // Create records a campaign, creates its SKU in the order block with
-// c.Stock units at c.Price (order.Service.CreateSKU: a SKU that exists with
-// other stock is refused — a campaign sells a SKU of its own, so that the
-// SKU's stock is the campaign's), loads it into Redis (Reconcile with
-// repair), split over c.Buckets keys, and returns it open. Creating it again
-// with the same rules finishes a Create that failed half-way; with other
-// rules it is ErrInvalid.
+// c.Stock units at c.Price, loads it into Redis (Reconcile with repair),
+// split over c.Buckets keys, and returns it open. A campaign sells a SKU of
+// its own, so that the SKU's stock is the campaign's: a SKU that exists
+// already (the shop's, or another campaign's) is ErrInvalid, and the refused
+// campaign is not recorded. Creating it again with the same rules finishes a
+// Create that failed half-way; with other rules it is ErrInvalid.
 func (s *Service) Create(ctx context.Context, c Campaign) (*Sale, error) {
 	switch {
 	case !idPattern.MatchString(c.ID) || !idPattern.MatchString(c.SKU):
@@ -234,18 +234,28 @@ func (s *Service) Create(ctx context.Context, c Campaign) (*Sale, error) {
 			c.ID, c.SKU, c.Price, c.Stock, c.Limit, c.Buckets, c.Starts.UnixMilli(), c.Ends.UnixMilli())
 		return err
 	})
-	if sqlutil.IsDuplicate(err) {
+	inserted := err == nil
+	if sqlutil.IsDuplicate(err) { // this campaign, created before — or another on this SKU
 		had, err := s.readCampaign(ctx, c.ID)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNoCampaign):
+			return nil, fmt.Errorf("%w: SKU %s belongs to another campaign", ErrInvalid, c.SKU)
+		case err != nil:
 			return nil, err
-		}
-		if had != c {
+		case had != c:
 			return nil, fmt.Errorf("%w: campaign %s exists with other rules", ErrInvalid, c.ID)
 		}
 	} else if err != nil {
 		return nil, fmt.Errorf("seckill: create campaign: %w", err)
 	}
-	if err := s.orders.CreateSKU(ctx, c.SKU, c.Price, c.Stock); err != nil {
+	created, err := s.orders.CreateSKU(ctx, c.SKU, c.Price, c.Stock)
+	if err == nil && !created && inserted {
+		err = fmt.Errorf("%w: SKU %s exists already: a campaign sells a SKU of its own", ErrInvalid, c.SKU)
+	}
+	if err != nil {
+		if inserted { // refused: leave nothing behind (a crash here leaves a row Create again finishes or refuses)
+			s.db.ExecContext(context.WithoutCancel(ctx), `DELETE FROM seckill_campaigns WHERE id = ?`, c.ID)
+		}
 		return nil, fmt.Errorf("seckill: campaign %s: %w", c.ID, err)
 	}
 	sl, err := s.Open(ctx, c.ID)
