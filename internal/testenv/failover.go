@@ -100,7 +100,9 @@ func (s Shard) Failover(t testing.TB) {
 	if err := s.Replica.Do(ctx, "CLUSTER", "FAILOVER", "TAKEOVER").Err(); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, "the old master to follow the new one", func() bool {
+	// The old master learns of the takeover by gossip and then resyncs in
+	// full (its last writes are thrown away): on a loaded machine, slowly.
+	waitFor(t, "the old master to follow the new one", 90*time.Second, func() bool {
 		info := s.Master.Info(ctx, "replication").Val()
 		return strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up")
 	})
@@ -113,7 +115,12 @@ func (s Shard) Failover(t testing.TB) {
 // waited for.
 func WaitFor(t testing.TB, what string, ok func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
+	waitFor(t, what, 30*time.Second, ok)
+}
+
+func waitFor(t testing.TB, what string, limit time.Duration, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); !ok(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
