@@ -184,7 +184,7 @@ func measureAll(ctx context.Context, env *Env, ms []Measurement, d time.Duration
 			break
 		}
 		p.start(i+1, len(ms), m.Name)
-		r := m.Run(ctx, env, d, p.update)
+		r := m.Run(ctx, env, d, 0, p.update)
 		p.done(r)
 		out = append(out, r)
 	}

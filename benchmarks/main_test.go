@@ -138,7 +138,12 @@ func TestJSONSchema(t *testing.T) {
 	}
 	has("plan", plan, "model", "utilisation", "measurements", "scenarios")
 	for _, m := range list("measurements", plan["measurements"]) {
-		r := has("measurement", m, "name", "unit", "tier", "backend", "per_sec")
+		r := has("measurement", m, "name", "unit", "tier", "backend", "per_sec", "workers", "latency_us")
+		l := has("latency_us", r["latency_us"], "p50", "p99", "p999", "max")
+		if !(l["p50"].(float64) > 0 && l["p50"].(float64) <= l["p99"].(float64) &&
+			l["p99"].(float64) <= l["p999"].(float64) && l["p999"].(float64) <= l["max"].(float64)) {
+			t.Errorf("%v: latency_us %v is not 0 < p50 ≤ p99 ≤ p999 ≤ max", r["name"], l)
+		}
 		if b, _ := r["backend"].(string); strings.ContainsAny(b, "0123456789:") && !strings.Contains(b, "×") {
 			t.Errorf("%v: backend %q names a throw-away address", r["name"], b)
 		}

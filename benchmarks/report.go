@@ -167,8 +167,8 @@ func storageOf(st Storage, repl Replication) PlanStorage {
 func (p Plan) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "SIZING MODEL: %s; utilisation %s.\n\n", model, percent(p.Utilisation))
-	fmt.Fprintln(tw, "MEASURED THROUGHPUT (this machine)\t\t\t")
-	fmt.Fprintln(tw, "measurement\tper second\tunit\tbackend")
+	fmt.Fprintln(tw, "MEASURED THROUGHPUT AND LATENCY PER OP (this machine)\t\t\t")
+	fmt.Fprintln(tw, "measurement\tper second\tunit\tbackend\tworkers\tp50\tp99\tp99.9\tmax")
 	byName := map[string]Result{}
 	for _, r := range p.Measurements {
 		byName[r.Name] = r
@@ -184,7 +184,7 @@ func (p Plan) WriteText(w io.Writer) error {
 		if r.Fallback {
 			backend += " (embedded stand-in)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, v, unit, backend)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.Name, v, unit, backend, r.Workers, latencyColumns(r))
 	}
 	fmt.Fprintln(tw)
 	flagged, seeded := 0, 0
@@ -224,6 +224,34 @@ func (p Plan) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%d seed figure(s) flagged: the seed's number does not follow from the seed's inputs (shown side by side above).\n", flagged)
 	}
 	return tw.Flush()
+}
+
+// latencyColumns prints a result's latency percentiles as four columns, the
+// last saying how many units one op is when it is a batch.
+func latencyColumns(r Result) string {
+	l := r.Latency
+	if l == nil {
+		return "-\t-\t-\t-"
+	}
+	cols := formatMicros(l.P50) + "\t" + formatMicros(l.P99) + "\t" + formatMicros(l.P999) + "\t" + formatMicros(l.Max)
+	if r.Batch > 1 {
+		cols += fmt.Sprintf(" (an op is %d %s)", r.Batch, r.Unit)
+	}
+	return cols
+}
+
+// formatMicros prints a duration given in microseconds with 3 significant
+// digits and its unit: "41.0ns", "12.3µs", "1.20ms", "2.10s".
+func formatMicros(us float64) string {
+	switch {
+	case us < 1:
+		return sig3(us*1e3) + "ns"
+	case us < 1e3:
+		return sig3(us) + "µs"
+	case us < 1e6:
+		return sig3(us/1e3) + "ms"
+	}
+	return sig3(us/1e6) + "s"
 }
 
 // commas prints v with thousands separators ("6,944"), and small values
