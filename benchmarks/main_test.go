@@ -14,6 +14,7 @@ func TestBadArguments(t *testing.T) {
 		{"-duration", "0"}, {"-duration", "-1s"}, {"-duration", "11m"}, {"-duration", "soon"},
 		{"extra"}, {"-json", "plan.json"}, {"-nope"},
 		{"-utilisation", "0"}, {"-utilisation", "1.5"}, {"-utilisation", "NaN"},
+		{"-html", "/nonexistent-dir/r.html"}, {"-html", t.TempDir()},
 	} {
 		var out, errs bytes.Buffer
 		if code := run(context.Background(), args, &out, &errs); code != 2 {
