@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -74,10 +75,11 @@ func TestEmbeddedFallbackNotSized(t *testing.T) {
 	}
 }
 
-// The text report shows each sizing's arithmetic.
+// The text report shows each sizing's arithmetic and each measurement's
+// latency.
 func TestSizingArithmetic(t *testing.T) {
 	results := []Result{
-		{Name: "order.create", Tier: TierMySQL, PerSec: 1320},
+		{Name: "order.create", Tier: TierMySQL, PerSec: 1320, Workers: 8, Batch: 32, Latency: &Latency{P50: 0.042, P99: 12.34, P999: 1500, Max: 2.5e6}},
 		{Name: "idgen.snowflake", Tier: TierApp, PerSec: 4e6},
 	}
 	s := []Scenario{{Name: "sale", Replication: Replication{Redis: 1, MySQL: 2},
@@ -99,6 +101,10 @@ func TestSizingArithmetic(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+	latency := regexp.MustCompile(`order\.create .* 8 +42\.0ns +12\.3µs +1\.50ms +2\.50s \(an op is a batch of 32\)`)
+	if !latency.MatchString(out.String()) {
+		t.Errorf("report lacks order.create's workers and latency:\n%s", out.String())
 	}
 }
 

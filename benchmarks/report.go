@@ -254,7 +254,7 @@ func latencyColumns(r Result) string {
 	}
 	cols := formatMicros(l.P50) + "\t" + formatMicros(l.P99) + "\t" + formatMicros(l.P999) + "\t" + formatMicros(l.Max)
 	if r.Batch > 1 {
-		cols += fmt.Sprintf(" (an op is %d %s)", r.Batch, r.Unit)
+		cols += fmt.Sprintf(" (an op is a batch of %d)", r.Batch)
 	}
 	return cols
 }
