@@ -13,6 +13,7 @@
 //	go run ./benchmarks -json > plan.json
 //	go run ./benchmarks -scenario benchmarks/examples.json   # your own system
 //	go run ./benchmarks -only rank.add,order.create          # a subset
+//	go run ./benchmarks -html report.html                    # and a page with charts
 //
 // It exits 1 when a measurement fails or the run is interrupted, 2 for bad
 // flags or a bad scenario file.
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	scenarioArg := fs.String("scenario", "", "plan the scenarios in this JSON `file` (schema in README.md) instead of the seeds'; runs only the measurements they name")
 	onlyArg := fs.String("only", "", "run only these comma-separated `measurements`, and plan only the loads they size")
 	allowEmbedded := fs.Bool("allow-embedded", false, "size machines from measurements made on embedded stand-ins (miniredis, SQLite) too")
+	htmlArg := fs.String("html", "", "also write the plan as a self-contained HTML `file` with latency charts, rerunning "+
+		strings.Join(sweepOps, " and ")+" (when selected) at "+fmt.Sprint(sweepWorkers)+" workers")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -79,13 +82,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "benchmarks:", err)
 		return 2
 	}
+	var page *pageFile
+	if *htmlArg != "" {
+		if page, err = createPage(*htmlArg); err != nil {
+			fmt.Fprintln(stderr, "benchmarks:", err)
+			return 2
+		}
+		defer page.discard()
+	}
 	redis.SetLogger(quiet{})
 
 	fmt.Fprintf(stderr, "casebook capacity harness: %d measurements, %v each; opening backends (Redis %s, SQL %s)…\n",
 		len(ms), *duration, orDefault(*redisArg, "spawned or embedded"), orDefault(redactDSN(*mysqlArg), "SQLite"))
 	env := &Env{RedisAddr: *redisArg, MySQLDSN: *mysqlArg}
 	defer env.Close()
-	results := measureAll(ctx, env, ms, *duration, newProgress(stderr))
+	prog := newProgress(stderr)
+	results := measureAll(ctx, env, ms, *duration, prog)
+	var sweeps []Sweep
+	if page != nil {
+		sweeps = sweepAll(ctx, env, ms, *duration, prog)
+	}
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "benchmarks: interrupted; no plan")
 		return 1
@@ -97,6 +113,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = enc.Encode(plan)
 	} else {
 		err = plan.WriteText(stdout)
+	}
+	if err == nil && page != nil {
+		err = page.commit(plan, sweeps)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "benchmarks:", err)
@@ -184,7 +203,7 @@ func measureAll(ctx context.Context, env *Env, ms []Measurement, d time.Duration
 			break
 		}
 		p.start(i+1, len(ms), m.Name)
-		r := m.Run(ctx, env, d, p.update)
+		r := m.Run(ctx, env, d, 0, p.update)
 		p.done(r)
 		out = append(out, r)
 	}

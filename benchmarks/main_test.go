@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -14,6 +15,7 @@ func TestBadArguments(t *testing.T) {
 		{"-duration", "0"}, {"-duration", "-1s"}, {"-duration", "11m"}, {"-duration", "soon"},
 		{"extra"}, {"-json", "plan.json"}, {"-nope"},
 		{"-utilisation", "0"}, {"-utilisation", "1.5"}, {"-utilisation", "NaN"},
+		{"-html", "/nonexistent-dir/r.html"}, {"-html", t.TempDir()},
 	} {
 		var out, errs bytes.Buffer
 		if code := run(context.Background(), args, &out, &errs); code != 2 {
@@ -73,10 +75,11 @@ func TestEmbeddedFallbackNotSized(t *testing.T) {
 	}
 }
 
-// The text report shows each sizing's arithmetic.
+// The text report shows each sizing's arithmetic and each measurement's
+// latency.
 func TestSizingArithmetic(t *testing.T) {
 	results := []Result{
-		{Name: "order.create", Tier: TierMySQL, PerSec: 1320},
+		{Name: "order.create", Tier: TierMySQL, PerSec: 1320, Workers: 8, Batch: 32, Latency: &Latency{P50: 0.042, P99: 12.34, P999: 1500, Max: 2.5e6}},
 		{Name: "idgen.snowflake", Tier: TierApp, PerSec: 4e6},
 	}
 	s := []Scenario{{Name: "sale", Replication: Replication{Redis: 1, MySQL: 2},
@@ -98,6 +101,10 @@ func TestSizingArithmetic(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+	latency := regexp.MustCompile(`order\.create .* 8 +42\.0ns +12\.3µs +1\.50ms +2\.50s \(an op is a batch of 32\)`)
+	if !latency.MatchString(out.String()) {
+		t.Errorf("report lacks order.create's workers and latency:\n%s", out.String())
 	}
 }
 
@@ -138,7 +145,12 @@ func TestJSONSchema(t *testing.T) {
 	}
 	has("plan", plan, "model", "utilisation", "measurements", "scenarios")
 	for _, m := range list("measurements", plan["measurements"]) {
-		r := has("measurement", m, "name", "unit", "tier", "backend", "per_sec")
+		r := has("measurement", m, "name", "unit", "tier", "backend", "per_sec", "workers", "latency_us")
+		l := has("latency_us", r["latency_us"], "p50", "p99", "p999", "max")
+		if !(l["p50"].(float64) > 0 && l["p50"].(float64) <= l["p99"].(float64) &&
+			l["p99"].(float64) <= l["p999"].(float64) && l["p999"].(float64) <= l["max"].(float64)) {
+			t.Errorf("%v: latency_us %v is not 0 < p50 ≤ p99 ≤ p999 ≤ max", r["name"], l)
+		}
 		if b, _ := r["backend"].(string); strings.ContainsAny(b, "0123456789:") && !strings.Contains(b, "×") {
 			t.Errorf("%v: backend %q names a throw-away address", r["name"], b)
 		}

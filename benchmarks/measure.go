@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/casebook-dev/casebook/devstack"
 )
 
@@ -56,6 +58,13 @@ type Result struct {
 	Backend  string  `json:"backend"`
 	Tier     Tier    `json:"tier"`
 	PerSec   float64 `json:"per_sec"`
+	// Workers is the concurrency it ran under; Batch the units one op does.
+	Workers int `json:"workers"`
+	Batch   int `json:"batch,omitempty"`
+	// Latency is per op (a batch's, when Batch > 1), absent when none completed.
+	Latency *Latency `json:"latency_us,omitempty"`
+	// Distribution is Latency's whole percentile curve, for the HTML report.
+	Distribution []LatencyPoint `json:"-"`
 	// Fallback: it ran on an embedded stand-in (miniredis, SQLite), whose
 	// figures say nothing about a real server.
 	Fallback bool   `json:"embedded_fallback,omitempty"`
@@ -149,8 +158,9 @@ func (e *Env) Close() {
 }
 
 // Run performs m for about d and reports operations per second. progress is
-// called with the elapsed fraction.
-func (m Measurement) Run(ctx context.Context, env *Env, d time.Duration, progress func(float64)) Result {
+// called with the elapsed fraction. workers > 0 overrides the concurrency
+// the measurement states.
+func (m Measurement) Run(ctx context.Context, env *Env, d time.Duration, workers int, progress func(float64)) Result {
 	res := Result{Name: m.Name, Unit: m.Unit, Baseline: m.Baseline, Tier: m.Tier}
 	env.redisFell, env.sqlFell = false, false
 	p, err := m.Setup(ctx, env)
@@ -162,9 +172,20 @@ func (m Measurement) Run(ctx context.Context, env *Env, d time.Duration, progres
 	if p.Cleanup != nil {
 		defer p.Cleanup()
 	}
-	res.Backend = p.Backend
-	res.PerSec, err = rate(ctx, d, p.Workers, p.Op, progress)
+	if workers > 0 {
+		p.Workers = workers
+	}
+	if p.Workers <= 0 {
+		p.Workers = runtime.GOMAXPROCS(0)
+	}
+	res.Backend, res.Workers = p.Backend, p.Workers
+	if p.Batch > 1 {
+		res.Batch = p.Batch
+	}
+	var hist *hdrhistogram.Histogram
+	res.PerSec, hist, err = rate(ctx, d, p.Workers, p.Op, progress)
 	res.PerSec *= float64(max(p.Batch, 1))
+	res.Latency, res.Distribution = summarise(hist), distribution(hist)
 	if err != nil {
 		res.Err = err.Error()
 	}
@@ -172,11 +193,9 @@ func (m Measurement) Run(ctx context.Context, env *Env, d time.Duration, progres
 }
 
 // rate calls op from workers goroutines for d and returns completed calls per
-// second. The first error stops every worker.
-func rate(ctx context.Context, d time.Duration, workers int, op func() error, progress func(float64)) (float64, error) {
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
+// second and their latencies (see opTimer). The first error stops every
+// worker.
+func rate(ctx context.Context, d time.Duration, workers int, op func() error, progress func(float64)) (float64, *hdrhistogram.Histogram, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -186,13 +205,23 @@ func rate(ctx context.Context, d time.Duration, workers int, op func() error, pr
 		runErr  error
 		wg      sync.WaitGroup
 	)
+	timers := make([]*opTimer, workers)
+	for i := range timers {
+		timers[i] = newOpTimer()
+	}
 	start := time.Now()
-	for range workers {
+	for _, timer := range timers {
 		wg.Go(func() {
 			n := int64(0) // counted locally, added rarely: ops can take nanoseconds
 			defer func() { done.Add(n) }()
 			for !stop.Load() {
-				if err := op(); err != nil {
+				var err error
+				if timer.untimed() {
+					err = op()
+				} else {
+					err = timer.timed(op)
+				}
+				if err != nil {
 					errOnce.Do(func() { runErr = err })
 					stop.Store(true)
 					return
@@ -226,13 +255,17 @@ wait:
 	stop.Store(true)
 	wg.Wait()
 	elapsed := time.Since(start)
+	hist := newLatencyHistogram()
+	for _, t := range timers {
+		hist.Merge(t.hist)
+	}
 	if runErr != nil {
-		return 0, runErr
+		return 0, hist, runErr
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return 0, hist, err
 	}
-	return float64(done.Load()) / elapsed.Seconds(), nil
+	return float64(done.Load()) / elapsed.Seconds(), hist, nil
 }
 
 // describeRedis names a Redis backend for the report: a server the user

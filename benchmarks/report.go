@@ -168,23 +168,11 @@ func (p Plan) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "SIZING MODEL: %s; utilisation %s.\n\n", model, percent(p.Utilisation))
 	fmt.Fprintln(tw, "MEASURED THROUGHPUT (this machine)\t\t\t")
-	fmt.Fprintln(tw, "measurement\tper second\tunit\tbackend")
+	fmt.Fprintln(tw, "measurement\tper second\tunit\tbackend\tworkers\tlatency p50\tp99\tp99.9\tmax")
 	byName := map[string]Result{}
 	for _, r := range p.Measurements {
 		byName[r.Name] = r
-		v := formatRate(r.PerSec)
-		if r.Err != "" {
-			v = "error: " + r.Err
-		}
-		unit := r.Unit
-		if b, ok := byName[r.Baseline]; ok && b.PerSec > 0 && r.Err == "" {
-			unit += fmt.Sprintf(" = %.0f%% of %s", 100*r.PerSec/b.PerSec, b.Name)
-		}
-		backend := r.Backend
-		if r.Fallback {
-			backend += " (embedded stand-in)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Name, v, unit, backend)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.Name, r.rateText(), r.unitText(byName), r.backendText(), r.Workers, latencyColumns(r))
 	}
 	fmt.Fprintln(tw)
 	flagged, seeded := 0, 0
@@ -193,27 +181,16 @@ func (p Plan) WriteText(w io.Writer) error {
 			strings.ToUpper(s.Name), strings.Join(s.Inputs, "; "), s.Replication.Redis, s.Replication.MySQL)
 		fmt.Fprintln(tw, "figure\tcomputed\tseed says\tcheck")
 		for _, f := range s.Figures {
-			check := "ok"
-			switch {
-			case f.Seed == 0:
-				check = "-"
-			default:
+			if f.Seed != 0 {
 				seeded++
+				if !f.Agrees {
+					flagged++
+				}
 			}
-			switch {
-			case f.Seed == 0:
-			case !f.Agrees:
-				check = fmt.Sprintf("FLAG: seed is %.1f× what its own inputs give", f.Ratio)
-				flagged++
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Name, formatFigure(f.Value, f.Unit), formatSeed(f.Figure), check)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Name, formatFigure(f.Value, f.Unit), formatSeed(f.Figure), f.Check())
 		}
 		for _, m := range s.Sizings {
-			answer := m.Arithmetic
-			if m.Note != "" {
-				answer = m.Note
-			}
-			fmt.Fprintf(tw, "machines for %s\t%s\t%s\t%s\n", m.What, formatFigure(m.Peak, "/s"), m.Measurement, answer)
+			fmt.Fprintf(tw, "machines for %s\t%s\t%s\t%s\n", m.What, formatFigure(m.Peak, "/s"), m.Measurement, m.Answer())
 		}
 		for _, st := range s.Storage {
 			fmt.Fprintf(tw, "storage: %s\t%s\t\t%s\n", st.What, formatBytes(st.TotalBytes), st.Arithmetic)
@@ -224,6 +201,76 @@ func (p Plan) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%d seed figure(s) flagged: the seed's number does not follow from the seed's inputs (shown side by side above).\n", flagged)
 	}
 	return tw.Flush()
+}
+
+// rateText is a result's throughput, or its error.
+func (r Result) rateText() string {
+	if r.Err != "" {
+		return "error: " + r.Err
+	}
+	return formatRate(r.PerSec)
+}
+
+// unitText is a result's unit, and its share of its baseline's rate.
+func (r Result) unitText(byName map[string]Result) string {
+	if b, ok := byName[r.Baseline]; ok && b.PerSec > 0 && r.Err == "" {
+		return r.Unit + fmt.Sprintf(" = %.0f%% of %s", 100*r.PerSec/b.PerSec, b.Name)
+	}
+	return r.Unit
+}
+
+func (r Result) backendText() string {
+	if r.Fallback {
+		return r.Backend + " (embedded stand-in)"
+	}
+	return r.Backend
+}
+
+// Check is a figure's verdict: "-" when the seed gives none.
+func (f PlanFigure) Check() string {
+	switch {
+	case f.Seed == 0:
+		return "-"
+	case !f.Agrees:
+		return fmt.Sprintf("FLAG: seed is %.1f× what its own inputs give", f.Ratio)
+	}
+	return "ok"
+}
+
+// Answer is a sizing's arithmetic, or why there is none.
+func (z PlanSizing) Answer() string {
+	if z.Note != "" {
+		return z.Note
+	}
+	return z.Arithmetic
+}
+
+// latencyColumns prints a result's latency percentiles as four columns, the
+// last saying how many units one op is when it is a batch.
+func latencyColumns(r Result) string {
+	l := r.Latency
+	if l == nil {
+		return "-\t-\t-\t-"
+	}
+	cols := formatMicros(l.P50) + "\t" + formatMicros(l.P99) + "\t" + formatMicros(l.P999) + "\t" + formatMicros(l.Max)
+	if r.Batch > 1 {
+		cols += fmt.Sprintf(" (an op is a batch of %d)", r.Batch)
+	}
+	return cols
+}
+
+// formatMicros prints a duration given in microseconds with 3 significant
+// digits and its unit: "41.0ns", "12.3µs", "1.20ms", "2.10s".
+func formatMicros(us float64) string {
+	switch {
+	case us < 1:
+		return sig3(us*1e3) + "ns"
+	case us < 1e3:
+		return sig3(us) + "µs"
+	case us < 1e6:
+		return sig3(us/1e3) + "ms"
+	}
+	return sig3(us/1e6) + "s"
 }
 
 // commas prints v with thousands separators ("6,944"), and small values
