@@ -7,7 +7,7 @@
 // reconciliation against the channel's statement.
 //
 //	go run ./examples/shop          # 2,000 buyers for 100 units, about 20 s
-//	go run ./examples/shop -load    # 20,000 buyers for 1,000 units, about a minute
+//	go run ./examples/shop -load    # 20,000 buyers for 1,000 units, under a minute
 //	go run ./examples/shop -serve   # the shop and the channel, until Ctrl-C
 //
 // It ends with a balance sheet and exits 1 if any line is off.
@@ -79,7 +79,7 @@ func main() {
 		os.Exit(2)
 	}
 	if *load {
-		o.Buyers, o.Units, o.PayTimeout = 20_000, 1000, 15*time.Second
+		o.Buyers, o.Units, o.PayTimeout = 20_000, 1000, 30*time.Second
 	}
 	if err := o.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "shop:", err)

@@ -168,7 +168,9 @@ func (w *Workers) Run(ctx context.Context) error {
 	}
 	// The gate's reconciliation: a difference between Redis and SQL seen
 	// twice in a row, with the order consumer caught up, is a loss (a
-	// failover, a restart) and is repaired from SQL.
+	// failover, a restart) and is repaired from SQL. Stale reservations
+	// (closed orders whose release is on its way: events and ReleaseDue lag
+	// under load) with no other difference are not a loss.
 	{
 		seen := false
 		wg.Go(func() {
@@ -176,8 +178,9 @@ func (w *Workers) Run(ctx context.Context) error {
 				if w.Backlog() == 0 {
 					rep, err := w.sale.Reconcile(ctx, false)
 					fail(err)
+					settling := rep.Stale > 0 && rep.LostBuckets == 0 && rep.Missing == 0 && rep.ShortQuotas == 0
 					switch {
-					case err != nil || rep.OK():
+					case err != nil || rep.OK() || settling:
 						seen = false
 					case seen:
 						rep, err = w.sale.Reconcile(ctx, true)
