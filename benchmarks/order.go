@@ -18,24 +18,8 @@ import (
 // batch of messages: many callers wait, two flushers write.
 func orderCreate() Measurement {
 	return Measurement{Name: "order.create", Unit: "orders (batched, 8 × 8 tables)", SQLBound: true, Tier: TierMySQL, Setup: func(ctx context.Context, env *Env) (Prepared, error) {
-		r, err := env.Redis(ctx)
+		r, sqls, _, svc, ns, err := env.orderService(ctx, "bench-order-")
 		if err != nil {
-			return Prepared{}, err
-		}
-		sqls, err := env.SQLs(ctx)
-		if err != nil {
-			return Prepared{}, err
-		}
-		dbs := make([]*sqlx.DB, len(sqls))
-		for i, s := range sqls {
-			dbs[i] = s.DB
-		}
-		ns := "bench-order-" + devstack.RandomHex(3)
-		svc, err := order.New(r.Client, dbs, order.Config{Namespace: ns})
-		if err != nil {
-			return Prepared{}, err
-		}
-		if err := svc.Migrate(ctx); err != nil {
 			return Prepared{}, err
 		}
 		for i := range 64 {
@@ -97,4 +81,30 @@ func orderCreate() Measurement {
 			},
 		}, nil
 	}}
+}
+
+// orderService opens an order.Service on env's Redis and 8 databases under a
+// fresh namespace (prefix + random), its tables migrated: what the order
+// measurements write through. The caller closes it and deletes ns's keys.
+func (e *Env) orderService(ctx context.Context, prefix string) (*devstack.Redis, []*devstack.SQL, []*sqlx.DB, *order.Service, string, error) {
+	r, err := e.Redis(ctx)
+	if err != nil {
+		return nil, nil, nil, nil, "", err
+	}
+	sqls, err := e.SQLs(ctx)
+	if err != nil {
+		return nil, nil, nil, nil, "", err
+	}
+	dbs := make([]*sqlx.DB, len(sqls))
+	for i, s := range sqls {
+		dbs[i] = s.DB
+	}
+	ns := prefix + devstack.RandomHex(3)
+	svc, err := order.New(r.Client, dbs, order.Config{Namespace: ns})
+	if err == nil {
+		if err = svc.Migrate(ctx); err != nil {
+			svc.Close()
+		}
+	}
+	return r, sqls, dbs, svc, ns, err
 }

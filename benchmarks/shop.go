@@ -7,11 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/idgen"
-	"github.com/casebook-dev/casebook/order"
 	"github.com/casebook-dev/casebook/seckill"
 )
 
@@ -54,24 +51,8 @@ func seckillSoldOut() Measurement {
 func seckillOrders() Measurement {
 	return Measurement{Name: "seckill.orders", Unit: "orders written (messages of 32, 8 consumers, 8 × 8 tables)", SQLBound: true, Tier: TierMySQL,
 		Setup: func(ctx context.Context, env *Env) (Prepared, error) {
-			r, err := env.Redis(ctx)
+			r, sqls, dbs, orders, ns, err := env.orderService(ctx, "bench-shop-")
 			if err != nil {
-				return Prepared{}, err
-			}
-			sqls, err := env.SQLs(ctx)
-			if err != nil {
-				return Prepared{}, err
-			}
-			dbs := make([]*sqlx.DB, len(sqls))
-			for i, s := range sqls {
-				dbs[i] = s.DB
-			}
-			ns := "bench-shop-" + devstack.RandomHex(3)
-			orders, err := order.New(r.Client, dbs, order.Config{Namespace: ns})
-			if err != nil {
-				return Prepared{}, err
-			}
-			if err := orders.Migrate(ctx); err != nil {
 				return Prepared{}, err
 			}
 			ids, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 2})
