@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -45,15 +46,18 @@ func Example() {
 	ns := "example:" + devstack.RandomHex(4)
 	defer devstack.DeleteKeys(ctx, r.Client, ns+"*")
 
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	s, _ := feed.New(r.Client, []*sqlx.DB{db.DB}, feed.Config{Namespace: ns, TablesPerDB: 2, Now: func() time.Time { return now }})
+	// The service's clock, moved by the example; atomic because the service
+	// reads it from background goroutines too (the registry's refresh).
+	var now atomic.Int64
+	now.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano())
+	s, _ := feed.New(r.Client, []*sqlx.DB{db.DB}, feed.Config{Namespace: ns, TablesPerDB: 2, Now: func() time.Time { return time.Unix(0, now.Load()).UTC() }})
 	defer s.Close()
 	s.Migrate(ctx)
 
 	s.Follow(ctx, "bob", "alice")
 	s.Timeline(ctx, "bob", "", 10) // bob is active now: fan-out pushes to him
 	for _, text := range []string{"first", "second", "third"} {
-		now = now.Add(time.Second)
+		now.Add(int64(time.Second))
 		s.Publish(ctx, feed.PublishRequest{Author: "alice", RequestID: text, Body: text})
 	}
 	s.RelayFanout(ctx, pushNow(s.HandleChunk), "feed-chunks", 100)

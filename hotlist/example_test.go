@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/casebook-dev/casebook/devstack"
@@ -26,8 +27,12 @@ func Example() {
 	ns := "example:" + devstack.RandomHex(4)
 	defer devstack.DeleteKeys(ctx, r.Client, ns+"*")
 
-	now := time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC)
-	list, err := hotlist.New(r.Client, hotlist.Config{Name: "weibo", Namespace: ns, Partitions: 4, Now: func() time.Time { return now }})
+	// The services' clock, moved by the example (atomic: they read it from
+	// their own goroutines too).
+	var now atomic.Int64
+	now.Store(time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
+	list, err := hotlist.New(r.Client, hotlist.Config{Name: "weibo", Namespace: ns, Partitions: 4, Now: clock})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -35,7 +40,7 @@ func Example() {
 	var events []hotlist.Event
 	add := func(item string, kind hotlist.Kind, n int) {
 		for range n {
-			events = append(events, hotlist.Event{Item: item, Kind: kind, At: now})
+			events = append(events, hotlist.Event{Item: item, Kind: kind, At: clock()})
 		}
 	}
 	add("post:a", hotlist.Comment, 1) // 13.5
@@ -72,7 +77,7 @@ func Example() {
 	for _, e := range top {
 		fmt.Printf("#%d %s %.1f\n", e.Rank, e.Item, e.Heat)
 	}
-	now = now.Add(time.Hour)
+	now.Add(int64(time.Hour))
 	later, _ := list.Top(ctx, 1)
 	fmt.Printf("an hour later: %s %.2f\n", later[0].Item, later[0].Heat)
 	// Output:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -35,8 +36,12 @@ func Example() {
 	ns := "example:" + devstack.RandomHex(4)
 	defer devstack.DeleteKeys(ctx, r.Client, ns+"*")
 
-	now := time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
-	svc, _ := order.New(r.Client, dbs, order.Config{Namespace: ns, TablesPerDB: 2, Now: func() time.Time { return now }})
+	// The services' clock, moved by the example (atomic: they read it from
+	// their own goroutines too).
+	var now atomic.Int64
+	now.Store(time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC).UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
+	svc, _ := order.New(r.Client, dbs, order.Config{Namespace: ns, TablesPerDB: 2, Now: clock})
 	defer svc.Close()
 	svc.Migrate(ctx)
 	svc.PutSKU(ctx, "phone", 3999_00, 5)
@@ -52,7 +57,7 @@ func Example() {
 	fmt.Println(shipped.Status)
 
 	late, _ := svc.Create(ctx, order.NewOrder{User: "bo", RequestID: "checkout-1", Lines: []order.Line{{SKU: "phone", Qty: 2}}})
-	now = now.Add(31 * time.Minute)
+	now.Add(int64(31 * time.Minute))
 	svc.Sweep(ctx, 100)
 	late, _ = svc.Get(ctx, late.ID)
 	st, _ := svc.StockOf(ctx, "phone")

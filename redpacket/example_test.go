@@ -3,6 +3,7 @@ package redpacket_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -23,8 +24,12 @@ func Example() {
 	}
 	defer sc.Close()
 
-	now := time.Date(2026, 2, 17, 0, 0, 0, 0, time.UTC) // Spring Festival
-	svc, _ := redpacket.New(sc.Redis, []*sqlx.DB{sc.SQL}, redpacket.Config{Namespace: sc.Namespace, Now: func() time.Time { return now }})
+	// The services' clock, moved by the example (atomic: they read it from
+	// their own goroutines too).
+	var now atomic.Int64
+	now.Store(time.Date(2026, 2, 17, 0, 0, 0, 0, time.UTC).UnixNano()) // Spring Festival
+	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
+	svc, _ := redpacket.New(sc.Redis, []*sqlx.DB{sc.SQL}, redpacket.Config{Namespace: sc.Namespace, Now: clock})
 	defer svc.Close()
 	svc.Migrate(ctx)
 	svc.Deposit(ctx, "grandma", 100_00)
@@ -37,7 +42,7 @@ func Example() {
 	relay := outbox.NewRelay(sc.Redis, svc.Outboxes(), "claims", outbox.Direct(svc.Handle))
 	relay.DrainAll(ctx)
 
-	now = now.Add(25 * time.Hour)
+	now.Add(int64(25 * time.Hour))
 	refund, _ := svc.Refund(ctx, p.ID)
 	ann, _ := svc.Balance(ctx, "ann")
 	gm, _ := svc.Balance(ctx, "grandma")

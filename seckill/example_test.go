@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -27,8 +28,11 @@ func Example() {
 	}
 	defer sc.Close()
 
-	now := time.Now()
-	clock := func() time.Time { return now }
+	// The services' clock, moved by the example (atomic: they read it from
+	// their own goroutines too).
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
 	ids, _ := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 1})
 	defer ids.Close()
 	orders, _ := order.New(sc.Redis, []*sqlx.DB{sc.SQL}, order.Config{Namespace: sc.Namespace, Now: clock})
@@ -36,7 +40,7 @@ func Example() {
 	orders.Migrate(ctx)
 	svc, _ := seckill.New(sc.Redis, sc.SQL, orders, seckill.Config{Namespace: sc.Namespace, IDs: ids, Now: clock})
 	svc.Migrate(ctx)
-	sale, _ := svc.Create(ctx, seckill.Campaign{ID: "phone-drop", SKU: "phone", Price: 99900, Stock: 2, Limit: 1, Buckets: 1, Starts: now, Ends: now.Add(time.Hour)})
+	sale, _ := svc.Create(ctx, seckill.Campaign{ID: "phone-drop", SKU: "phone", Price: 99900, Stock: 2, Limit: 1, Buckets: 1, Starts: clock(), Ends: clock().Add(time.Hour)})
 
 	won := map[string]string{}
 	for _, buyer := range []string{"ann", "bo", "ann", "cy"} {
@@ -55,10 +59,10 @@ func Example() {
 	// Ann pays: the gateway's callback for her payment attempt.
 	o, _ := svc.OrderOf(ctx, "ann", won["ann"])
 	p, _ := orders.StartPayment(ctx, o.ID, "wechat")
-	outcome, _ := orders.HandleCallback(ctx, order.Callback{PayNo: p.PayNo, GatewayTxn: "wx-1", Amount: p.Amount, Currency: p.Currency, Success: true, PaidAt: now})
+	outcome, _ := orders.HandleCallback(ctx, order.Callback{PayNo: p.PayNo, GatewayTxn: "wx-1", Amount: p.Amount, Currency: p.Currency, Success: true, PaidAt: clock()})
 	fmt.Println("ann pays", p.Amount, "fen:", outcome)
 
-	now = now.Add(16 * time.Minute) // bo never pays
+	now.Add(int64(16 * time.Minute)) // bo never pays
 	released, _ := sale.ReleaseDue(ctx)
 	left, _ := sale.RedisStock(ctx)
 	st, _ := orders.StockOf(ctx, "phone")
