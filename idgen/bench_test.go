@@ -12,31 +12,33 @@ import (
 	"github.com/casebook-dev/casebook/internal/testenv"
 )
 
-// BenchmarkSnowflake and BenchmarkSnowflakeRaw measure the wrapper against
-// bwmarrin called directly; both are capped at 4096 ids/ms per node.
+// BenchmarkSnowflake measures the wrapper against bwmarrin called directly,
+// in one run; both are capped at 4096 ids/ms per node.
 func BenchmarkSnowflake(b *testing.B) {
 	ctx := context.Background()
 	s, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 1})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := s.Next(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkSnowflakeRaw(b *testing.B) {
+	defer s.Close()
 	n, err := snowflake.NewNode(2)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	for b.Loop() {
-		n.Generate()
-	}
+	b.Run("impl=casebook", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.Next(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("impl=bwmarrin", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			n.Generate()
+		}
+	})
 }
 
 // BenchmarkSegmentNext: Next against a Redis source, from a starting step

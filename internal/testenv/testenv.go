@@ -70,6 +70,9 @@ func (l *lazy[T]) close() {
 // Main runs the tests of a package and then stops every server they spawned.
 // Call it from TestMain: func TestMain(m *testing.M) { testenv.Main(m) }.
 func Main(m *testing.M) {
+	if spec := os.Getenv(envLoadGen); spec != "" { // started by NewLoadGen
+		os.Exit(runLoadGen(spec))
+	}
 	shared.mu.Lock()
 	shared.main = true
 	shared.mu.Unlock()
