@@ -92,6 +92,9 @@ type Storage struct {
 	RetentionDays  float64 `json:"retention_days,omitempty"`
 	BytesPerRecord float64 `json:"bytes_per_record"`
 	On             Tier    `json:"on"` // TierRedis (memory) or TierMySQL (disk)
+	// MeasuredBy names the measurement whose footprint gives the bytes per
+	// record instead of BytesPerRecord (the stated figure), when it ran.
+	MeasuredBy string `json:"measured_by,omitempty"`
 }
 
 // Bytes is the data's size on one copy.

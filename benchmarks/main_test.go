@@ -108,6 +108,35 @@ func TestSizingArithmetic(t *testing.T) {
 	}
 }
 
+// Storage takes its bytes per record from the measurement's footprint when
+// it has a usable one, and says so; otherwise the stated figure, and why.
+func TestStorageFromFootprint(t *testing.T) {
+	fp := &Footprint{Records: 2000, Bytes: 300000, How: "MEMORY USAGE"}
+	st := []Storage{{What: "bitmaps", Records: 1e6, BytesPerRecord: 46, On: TierRedis, MeasuredBy: "signin.sign"}}
+	for _, c := range []struct {
+		name     string
+		result   Result
+		embedded bool
+		perRec   float64
+		note     string
+	}{
+		{"measured", Result{Name: "signin.sign", Footprint: fp}, false, 150, "measured by signin.sign: 300,000 B over 2,000 records (MEMORY USAGE); stated 46.0 B"},
+		{"embedded refused", Result{Name: "signin.sign", Footprint: fp, Fallback: true}, false, 46, "ran on an embedded stand-in"},
+		{"embedded allowed", Result{Name: "signin.sign", Footprint: fp, Fallback: true}, true, 150, "measured by signin.sign"},
+		{"sampling failed", Result{Name: "signin.sign", FootprintErr: "no records stored"}, false, 46, "as stated: no records stored"},
+	} {
+		p := makePlan([]Scenario{{Name: "s", Replication: Replication{Redis: 1}, Storage: st}}, []Result{c.result}, 0.6, c.embedded)
+		got := p.Scenarios[0].Storage[0]
+		if got.BytesPerRecord != c.perRec || got.Bytes != 1e6*c.perRec || got.TotalBytes != 2e6*c.perRec || !strings.Contains(got.Note, c.note) {
+			t.Errorf("%s: %g B/record, %g B, %g B in all, note %q; want %g B/record, note with %q", c.name,
+				got.BytesPerRecord, got.Bytes, got.TotalBytes, got.Note, c.perRec, c.note)
+		}
+		if (got.Measured != nil) != (c.perRec == 150) || got.Measured != nil && got.StatedBytesPerRecord != 46 {
+			t.Errorf("%s: measured %+v, stated %g", c.name, got.Measured, got.StatedBytesPerRecord)
+		}
+	}
+}
+
 // The JSON plan's schema: what a program reading `-json` may rely on.
 func TestJSONSchema(t *testing.T) {
 	// Embedded backends, whatever the environment names: a server the user

@@ -48,6 +48,11 @@ type Prepared struct {
 	// Batch is how many of the measurement's units one Op does [1]: an Op
 	// that writes 32 orders counts 32.
 	Batch int
+	// Namespace is the key prefix of what the run stores (onRedis).
+	Namespace string
+	// Footprint, when set, samples after the run what it stored (see
+	// withFootprint); may be nil.
+	Footprint func(ctx context.Context) (Footprint, error)
 }
 
 // Result is a measurement's outcome.
@@ -69,6 +74,9 @@ type Result struct {
 	// figures say nothing about a real server.
 	Fallback bool   `json:"embedded_fallback,omitempty"`
 	Err      string `json:"error,omitempty"`
+	// Footprint is the size of what the run stored, when it samples it.
+	Footprint    *Footprint `json:"footprint,omitempty"`
+	FootprintErr string     `json:"footprint_error,omitempty"`
 }
 
 // Env holds the backends the measurements run on, opened on first use.
@@ -188,6 +196,14 @@ func (m Measurement) Run(ctx context.Context, env *Env, d time.Duration, workers
 	res.Latency, res.Distribution = summarise(hist), distribution(hist)
 	if err != nil {
 		res.Err = err.Error()
+		return res
+	}
+	if p.Footprint != nil {
+		if f, err := p.Footprint(ctx); err != nil {
+			res.FootprintErr = err.Error()
+		} else {
+			res.Footprint = &f
+		}
 	}
 	return res
 }

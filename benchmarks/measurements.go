@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/idgen"
@@ -25,8 +26,8 @@ func measurements() []Measurement {
 		segmentIDs(),
 		shortCodes(),
 		shardRoutes(),
-		withBaseline(rankAdd(), "redis.set"),
-		withBaseline(signinSign(), "redis.set"),
+		withBaseline(withFootprint(rankAdd(), zsetMembers), "redis.set"),
+		withBaseline(withFootprint(signinSign(), userYears), "redis.set"),
 		withBaseline(seckillBuy("seckill.buy", false), "redis.set"),
 		withBaseline(seckillBuy("seckill.buy.batched", true), "seckill.buy"),
 		shortlinkResolve("shortlink.resolve", "resolves (in-process cache hit)", "local"),
@@ -88,7 +89,7 @@ func onRedis(name, unit string, workers int, setup func(ctx context.Context, env
 		ns := "casebook:bench:" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		op, err := setup(ctx, env, r, ns)
 		cleanup := func() { devstack.DeleteKeys(context.Background(), r.Client, ns+"*") }
-		return Prepared{Op: op, Workers: workers, Backend: describeRedis(r), Cleanup: cleanup}, err
+		return Prepared{Op: op, Workers: workers, Backend: describeRedis(r), Cleanup: cleanup, Namespace: ns}, err
 	}}
 }
 
@@ -166,4 +167,16 @@ func redisSetBaseline() Measurement {
 			return r.Client.Set(ctx, ns+":"+strconv.FormatUint(n.Add(1)%1024, 10), "v", 0).Err()
 		}, nil
 	})
+}
+
+// userYears counts sign-in records: a bitmap key is one user-year; a packed
+// hash holds one per field. Outbox streams are not records.
+func userYears(ctx context.Context, node *redis.Client, typ, key string) (int64, error) {
+	switch typ {
+	case "string":
+		return 1, nil
+	case "hash":
+		return node.HLen(ctx, key).Result()
+	}
+	return 0, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -11,7 +12,8 @@ import (
 
 // model states the sizing arithmetic, in the report and in the JSON.
 const model = "machines = ceil(peak ÷ (measured per-node throughput × utilisation)) primaries, " +
-	"plus each primary's replicas on Redis and MySQL; storage = records × bytes per record × (1 + replicas)"
+	"plus each primary's replicas on Redis and MySQL; storage = records × bytes per record × (1 + replicas), " +
+	"bytes per record as measured (MEMORY USAGE of what a measurement stored) where one was, else as stated"
 
 // Plan is the harness's output: measurements, then every scenario with its
 // figures, sizings and storage.
@@ -55,9 +57,14 @@ type PlanSizing struct {
 // PlanStorage is a scenario's data on every copy.
 type PlanStorage struct {
 	Storage
-	Bytes      float64 `json:"bytes"`       // one copy
-	TotalBytes float64 `json:"total_bytes"` // primaries and replicas
-	Arithmetic string  `json:"arithmetic"`
+	// Measured is the footprint BytesPerRecord was taken from (the stated
+	// figure is then StatedBytesPerRecord); absent when it is as stated.
+	Measured             *Footprint `json:"measured,omitempty"`
+	StatedBytesPerRecord float64    `json:"stated_bytes_per_record,omitempty"`
+	Bytes                float64    `json:"bytes"`       // one copy
+	TotalBytes           float64    `json:"total_bytes"` // primaries and replicas
+	Arithmetic           string     `json:"arithmetic"`
+	Note                 string     `json:"note,omitempty"`
 }
 
 // makePlan sizes every scenario against the measurements at utilisation; a
@@ -82,7 +89,7 @@ func makePlan(scenarios []Scenario, results []Result, utilisation float64, allow
 			ps.Sizings = append(ps.Sizings, sizeLoad(z, byName, s.Replication, utilisation, allowEmbedded))
 		}
 		for _, st := range s.Storage {
-			ps.Storage = append(ps.Storage, storageOf(st, s.Replication))
+			ps.Storage = append(ps.Storage, storageOf(st, byName, s.Replication, allowEmbedded))
 		}
 		p.Scenarios = append(p.Scenarios, ps)
 	}
@@ -149,16 +156,32 @@ func exact(x float64) string {
 	return "= " + strconv.FormatFloat(x, 'f', 1, 64)
 }
 
-func storageOf(st Storage, repl Replication) PlanStorage {
+// storageOf sizes st's data on every copy, from the bytes per record its
+// measurement's footprint shows when there is a usable one.
+func storageOf(st Storage, byName map[string]Result, repl Replication, allowEmbedded bool) PlanStorage {
 	copies := 1 + repl.of(st.On)
-	ps := PlanStorage{Storage: st, Bytes: st.Bytes()}
+	ps := PlanStorage{Storage: st}
+	if r, ok := byName[st.MeasuredBy]; ok && st.MeasuredBy != "" {
+		switch {
+		case r.Footprint == nil:
+			ps.Note = "bytes per record as stated: " + cmp.Or(r.FootprintErr, r.Err, "the measurement sampled nothing")
+		case r.Fallback && !allowEmbedded:
+			ps.Note = "bytes per record as stated: " + st.MeasuredBy + " ran on an embedded stand-in"
+		default:
+			f := *r.Footprint
+			ps.Measured, ps.StatedBytesPerRecord, ps.BytesPerRecord = &f, st.BytesPerRecord, f.PerRecord()
+			ps.Note = fmt.Sprintf("measured by %s: %s B over %s records (%s); stated %s B", st.MeasuredBy,
+				commas(f.Bytes), commas(f.Records), f.How, commas(st.BytesPerRecord))
+		}
+	}
+	ps.Bytes = ps.Storage.Bytes()
 	ps.TotalBytes = ps.Bytes * float64(copies)
 	records := formatRate(st.Records)
 	if st.Records == 0 {
 		records = fmt.Sprintf("%s/day × %s d", formatRate(st.PerDay), commas(st.RetentionDays))
 	}
 	where := map[Tier]string{TierRedis: "Redis memory", TierMySQL: "MySQL disk"}[st.On]
-	ps.Arithmetic = fmt.Sprintf("%s × %s B = %s × %d copies = %s of %s", records, commas(st.BytesPerRecord),
+	ps.Arithmetic = fmt.Sprintf("%s × %s B = %s × %d copies = %s of %s", records, commas(ps.BytesPerRecord),
 		formatBytes(ps.Bytes), copies, formatBytes(ps.TotalBytes), where)
 	return ps
 }
@@ -193,7 +216,11 @@ func (p Plan) WriteText(w io.Writer) error {
 			fmt.Fprintf(tw, "machines for %s\t%s\t%s\t%s\n", m.What, formatFigure(m.Peak, "/s"), m.Measurement, m.Answer())
 		}
 		for _, st := range s.Storage {
-			fmt.Fprintf(tw, "storage: %s\t%s\t\t%s\n", st.What, formatBytes(st.TotalBytes), st.Arithmetic)
+			arithmetic := st.Arithmetic
+			if st.Note != "" {
+				arithmetic += " — " + st.Note
+			}
+			fmt.Fprintf(tw, "storage: %s\t%s\t\t%s\n", st.What, formatBytes(st.TotalBytes), arithmetic)
 		}
 		fmt.Fprintln(tw)
 	}
