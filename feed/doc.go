@@ -104,4 +104,8 @@
 // the posts table rather than a Redis stream, because a celebrity-scale
 // fan-out reads followers from SQL anyway; follower counts are invalidated
 // rather than incremented, so a retried command can never count twice.
+//
+// Databases: MySQL 8 / MariaDB 10.6+ ("mysql" driver) or SQLite ("sqlite",
+// modernc.org/sqlite, one connection per pool). The package links neither
+// driver.
 package feed

@@ -43,5 +43,9 @@
 // Redis failover can lose an INCRBY and repeat a range; SQLSource is the
 // default choice where ids must never repeat.
 //
+// Databases (SQLSource): MySQL 8 / MariaDB 10.6+ ("mysql" driver) or SQLite
+// ("sqlite", modernc.org/sqlite, one connection per pool). The package links
+// neither driver.
+//
 // All types are safe for concurrent use.
 package idgen

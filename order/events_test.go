@@ -213,7 +213,17 @@ func TestReconcileFindsInjectedDifferences(t *testing.T) {
 	}
 	f.clk.Add(25 * time.Hour)
 	from, to := paidAt.Add(-time.Hour), paidAt.Add(time.Hour)
-	rep, err := f.s.Reconcile(ctx, parsed, from, to, 24*time.Hour+4*time.Minute)
+	// Bad windows are refused before anything is read or written (the first
+	// real run below finds every difference new).
+	for _, bad := range []struct {
+		from, to time.Time
+		grace    time.Duration
+	}{{from, to, -time.Second}, {to, from, 0}, {from, from, 0}} {
+		if _, err := f.s.Reconcile(ctx, parsed, bad.from, bad.to, bad.grace); !errors.Is(err, order.ErrInvalid) {
+			t.Fatalf("Reconcile [%v, %v) grace %v: %v, want ErrInvalid", bad.from, bad.to, bad.grace, err)
+		}
+	}
+	rep, err := f.s.Reconcile(ctx, parsed, from, to, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +248,7 @@ func TestReconcileFindsInjectedDifferences(t *testing.T) {
 		t.Fatalf("the missed callback was not applied: %s", got.Status)
 	}
 	before := f.get(missedOrder)
-	rep2, err := f.s.Reconcile(ctx, parsed, from, to, 24*time.Hour+4*time.Minute)
+	rep2, err := f.s.Reconcile(ctx, parsed, from, to, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -200,6 +200,16 @@ func TestIllegalTransitionsRefused(t *testing.T) {
 	if order.StateTable() == "" || !order.CanTransition(order.Pending, order.Paid) || order.CanTransition(order.Closed, order.Paid) {
 		t.Fatal("state table")
 	}
+	// No operation returns an order to Pending, and only RefundPaid of a
+	// requested refund makes one Refunded: the table must agree.
+	for _, from := range all {
+		if order.CanTransition(from, order.Pending) {
+			t.Errorf("the table lets %s go back to pending", from)
+		}
+		if order.CanTransition(from, order.Refunded) != (from == order.Refunding) {
+			t.Errorf("the table says %s → refunded is %v", from, order.CanTransition(from, order.Refunded))
+		}
+	}
 }
 
 // 1,000 buyers race for 100 units: exactly 100 orders hold stock, the rest

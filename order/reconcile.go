@@ -1,6 +1,7 @@
 package order
 
 import (
+	"cmp"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -87,17 +88,27 @@ type ReconcileReport struct {
 	Diffs    []Diff
 }
 
+// DefaultGrace is how long Reconcile waits for a collection's callback
+// before it applies the collection itself: WeChat Pay's retry schedule
+// (15 s … 3 h) lasts 24 h 4 min.
+const DefaultGrace = 24*time.Hour + 4*time.Minute
+
 // Reconcile compares a gateway statement covering [from, to) with the
 // records: every statement line must match a callback already applied, and
 // every payment succeeded here in [from, to) must be on the statement.
-// A collection whose callback never came (older than grace — at least the
-// gateway's retry schedule, 24 h 4 min for WeChat Pay) is repaired by
-// applying it now (so the order is paid, or refunded if it was closed);
-// every other difference goes to the order_review table for a person.
-// Running it again writes nothing new: review rows are unique by kind and
-// transaction, and applied callbacks are idempotent.
+// A collection whose callback never came (older than grace; 0 means
+// DefaultGrace — pass less only when the gateway has stopped retrying) is
+// repaired by applying it now (so the order is paid, or refunded if it was
+// closed); every other difference goes to the order_review table for a
+// person. Running it again writes nothing new: review rows are unique by
+// kind and transaction, and applied callbacks are idempotent. A negative
+// grace or an empty window is ErrInvalid.
 func (s *Service) Reconcile(ctx context.Context, lines []StatementLine, from, to time.Time, grace time.Duration) (ReconcileReport, error) {
 	var rep ReconcileReport
+	if grace < 0 || !from.Before(to) {
+		return rep, fmt.Errorf("%w: reconcile [%v, %v) with grace %v", ErrInvalid, from, to, grace)
+	}
+	grace = cmp.Or(grace, DefaultGrace)
 	onStatement := map[string]bool{}
 	now := s.cfg.Now()
 	for _, l := range lines {

@@ -123,5 +123,9 @@
 //     about 105 to 170 µs (BenchmarkBuyWait); the batcher pays it once per
 //     batch.
 //
+// Databases: MySQL 8 / MariaDB 10.6+ ("mysql" driver) or SQLite ("sqlite",
+// modernc.org/sqlite, one connection per pool), for the campaigns and, through
+// order, the orders. The package links neither driver.
+//
 // A Service, a Sale and a Batcher are safe for concurrent use.
 package seckill

@@ -66,6 +66,11 @@
 // limiter fails open (OnError hears of it): a Redis outage must not stop
 // cached links from resolving.
 //
+// Databases: MySQL 8 / MariaDB 10.6+ ("mysql" driver) or SQLite ("sqlite",
+// modernc.org/sqlite; its pool is set to one connection, SQLite having one
+// writer). The package links neither driver: the service imports the one
+// it uses.
+//
 // A Service is safe for concurrent use. Close stops every goroutine it
 // started (click flusher, code segment prefetch, local cache) and may be
 // called more than once.

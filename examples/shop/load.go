@@ -206,7 +206,8 @@ func Load(ctx context.Context, env *Env, o Options) (*Sheet, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec, err := orders.Reconcile(ctx, lines, from, to, 0)
+	// The run is over and the channel has stopped retrying: no grace.
+	rec, err := orders.Reconcile(ctx, lines, from, to, time.Nanosecond)
 	if err != nil {
 		return nil, err
 	}
