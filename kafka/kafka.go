@@ -223,8 +223,8 @@ func (c *Consumer) deadLetter(ctx context.Context, m *sarama.ConsumerMessage, ca
 }
 
 // ConsumeN joins groupID on topics with Config and runs h until n messages
-// were settled (applied or poison) or ctx ends; it returns the consumer for
-// its counts. Tests and batch jobs use it to read what they know was
+// were settled (applied or poison) or ctx ends — an error, then, naming how
+// many were; it returns the consumer for its counts. Tests and batch jobs use it to read what they know was
 // produced.
 func ConsumeN(ctx context.Context, brokers []string, groupID string, topics []string, n int64, h outbox.Handler, cfg ConsumerConfig) (*Consumer, error) {
 	group, err := sarama.NewConsumerGroup(brokers, groupID, Config(groupID))
@@ -245,6 +245,9 @@ func ConsumeN(ctx context.Context, brokers []string, groupID string, topics []st
 	for c.Handled()+c.Poisoned() < n {
 		select {
 		case err := <-done:
+			if err == nil && c.Handled()+c.Poisoned() < n {
+				err = fmt.Errorf("kafka: %s settled %d of %d messages: %w", groupID, c.Handled()+c.Poisoned(), n, context.Cause(ctx))
+			}
 			return c, err
 		case <-tick.C:
 		}

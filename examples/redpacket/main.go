@@ -14,6 +14,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -28,9 +29,13 @@ import (
 	"github.com/casebook-dev/casebook/redpacket"
 )
 
-func main() { devstack.Run(run) }
+func main() {
+	packets := flag.Int("packets", 100, "packets sent into the group")
+	flag.Parse()
+	devstack.Run(func(ctx context.Context) error { return run(ctx, *packets) })
+}
 
-func run(ctx context.Context) error {
+func run(ctx context.Context, packets int) error {
 	st, err := devstack.OpenSharded(ctx, devstack.FromEnv(), "casebook_redpacket", 4, os.Stderr)
 	if err != nil {
 		return err
@@ -53,7 +58,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 
-	const members, packets = 500, 100
+	const members = 500
 	rng := rand.New(rand.NewPCG(1, 2))
 	var sent []redpacket.Packet
 	for i := range packets {
@@ -114,7 +119,9 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	// One SQL transaction per claim: on a loaded machine with a fsync per
+	// commit that can take minutes; ConsumeN fails if it does not finish.
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	c, err := kafka.ConsumeN(cctx, k.Brokers, "ledger-"+ns, []string{topic}, int64(relayed), svc.Handle, kafka.ConsumerConfig{})
 	if err != nil {
