@@ -9,18 +9,22 @@ import (
 
 	"github.com/casebook-dev/casebook/devstack"
 	newsfeed "github.com/casebook-dev/casebook/feed"
+	"github.com/casebook-dev/casebook/outbox"
 )
 
 // feedRead measures 20-post timeline pages (four callers) of 100 readers
-// who each follow 20 ordinary authors (pushed, inboxes built) and 5
-// celebrities (pulled and merged at read).
+// who each follow 20 ordinary authors (50 followers each: pushed into the
+// readers' inboxes by a fan-out before the clock starts) and 5 celebrities
+// (100 followers, over the threshold of 80: pulled and merged at read).
+// Every reader has read once before the clock starts, so the timed pages
+// are steady-state reads, not first-read inbox rebuilds.
 func feedRead() Measurement {
 	return onRedis("feed.read", "timeline pages (20 posts, hybrid)", 4, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
 		sqlb, err := env.SQL(ctx)
 		if err != nil {
 			return nil, err
 		}
-		svc, err := newsfeed.New(r.Client, []*sqlx.DB{sqlb.DB}, newsfeed.Config{Namespace: ns, TablesPerDB: 4, CelebrityThreshold: 50})
+		svc, err := newsfeed.New(r.Client, []*sqlx.DB{sqlb.DB}, newsfeed.Config{Namespace: ns, TablesPerDB: 4, CelebrityThreshold: 80})
 		if err != nil {
 			return nil, err
 		}
@@ -39,6 +43,12 @@ func feedRead() Measurement {
 		if err := svc.SeedFollows(ctx, follows); err != nil {
 			return nil, err
 		}
+		reader := func(i int) string { return "r" + strconv.Itoa(i) }
+		for i := range 100 { // active readers: fan-out pushes to them
+			if _, err := svc.Timeline(ctx, reader(i), "", 20); err != nil {
+				return nil, err
+			}
+		}
 		for i := range 45 * 20 {
 			author := "a" + strconv.Itoa(i%40)
 			if i >= 40*20 {
@@ -48,9 +58,23 @@ func feedRead() Measurement {
 				return nil, err
 			}
 		}
+		for {
+			n, err := svc.RelayFanout(ctx, outbox.Direct(svc.HandleChunk), "feed-chunks", 500)
+			if err != nil {
+				return nil, err
+			}
+			if n == 0 {
+				break
+			}
+		}
+		for i := range 100 { // steady state: pushed posts folded in, posts cached
+			if _, err := svc.Timeline(ctx, reader(i), "", 20); err != nil {
+				return nil, err
+			}
+		}
 		var n atomic.Int64
 		return func() error {
-			_, err := svc.Timeline(ctx, "r"+strconv.FormatInt(n.Add(1)%100, 10), "", 20)
+			_, err := svc.Timeline(ctx, reader(int(n.Add(1)%100)), "", 20)
 			return err
 		}, nil
 	})
