@@ -6,8 +6,9 @@
 //	GET  /users/{id}/timeline?cursor=   → {"posts":[…],"next":"…"}
 //
 // It first seeds a social graph (-users, default 100,000) whose follower
-// counts follow a power law (user 0 has about a third of everyone as
-// followers; a few users have 100k+ when -users is 1M), with multi-row
+// counts follow a power law (user i has about 0.9×users/(i+1) followers:
+// user 0 nine in ten of everyone, so 100k+ followers needs -users ≥ 112k,
+// and a few users have them at -users 1M), with multi-row
 // inserts, then serves. -duration stops it after a while; -selfcheck makes
 // a few requests against itself and exits 1 if one is wrong.
 //
