@@ -41,6 +41,7 @@ func Config(clientID string) *sarama.Config {
 	c.Producer.Idempotent = true
 	c.Net.MaxOpenRequests = 1 // required by the idempotent producer
 	c.Producer.Return.Successes = true
+	c.Producer.Return.Errors = true
 	c.Producer.Partitioner = sarama.NewHashPartitioner
 	c.Producer.Retry.Max = 5
 	c.Producer.Retry.Backoff = 50 * time.Millisecond

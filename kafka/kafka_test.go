@@ -202,3 +202,50 @@ func distinct(m map[string]int32) int {
 	}
 	return len(s)
 }
+
+// TestAsyncPublisher: concurrent batches through one AsyncProducer each
+// return after their own acknowledgements, every message arrives once, and a
+// message the producer refuses fails its batch.
+func TestAsyncPublisher(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	topic := testenv.Topic(t, 4)
+	ap, err := sarama.NewAsyncProducer(brokers, kafka.Config("async-"+topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ap.Close()
+	pub := kafka.NewAsyncPublisher(ap)
+	const writers, batches, size = 4, 10, 5
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for b := range batches {
+				var msgs []outbox.Message
+				for i := range size {
+					msgs = append(msgs, outbox.Message{Topic: topic, Key: []byte(fmt.Sprint(w)), Value: []byte(fmt.Sprint(w, "-", b, "-", i))})
+				}
+				if err := pub.Publish(timeout(t), msgs); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	c, err := kafka.ConsumeN(timeout(t), brokers, "async-"+topic, []string{topic}, writers*batches*size, func(_ context.Context, _, v []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[string(v)]++
+		return nil
+	}, kafka.ConsumerConfig{})
+	if err != nil || c.Handled() != writers*batches*size || len(seen) != writers*batches*size {
+		t.Fatalf("handled %d, %d distinct of %d: %v", c.Handled(), len(seen), writers*batches*size, err)
+	}
+	huge := make([]byte, 2<<20) // over Producer.MaxMessageBytes
+	err = pub.Publish(timeout(t), []outbox.Message{{Topic: topic, Key: []byte("k"), Value: []byte("fine")}, {Topic: topic, Key: []byte("k"), Value: huge}})
+	var refused sarama.ConfigurationError
+	if !errors.As(err, &refused) {
+		t.Fatalf("a batch with a message the producer refuses: %v, want sarama's refusal", err)
+	}
+}
