@@ -225,7 +225,7 @@ func TestPackedMemory(t *testing.T) {
 	s := newService(t, r, &testenv.Clock{}, signin.Config{Buckets: 8, Layout: signin.Packed, Users: 1000})
 	users := numberedUsers(1000)
 	signYear(t, s, users, 2028, 28)
-	perUser, encodings := bytesPerUserYear(t, r, s, len(users))
+	perUser, encodings := bytesPerUserYear(t, r, r.Namespace, s, len(users))
 	t.Logf("packed: %.1f bytes per user-year; encodings %v", perUser, encodings)
 	if perUser > 64 {
 		t.Fatalf("%.1f bytes per user-year, want at most 64", perUser)
@@ -276,10 +276,10 @@ func signYear(tb testing.TB, s *signin.Service, users []string, year, step int) 
 	wg.Wait()
 }
 
-// bytesPerUserYear deletes the outbox streams (as the relay would) and
-// divides the MEMORY USAGE of every key left in the test's namespace by the
+// bytesPerUserYear deletes s's outbox streams (as the relay would) and
+// divides the MEMORY USAGE of every key left in namespace ns by the
 // user-years stored; it also counts the keys' encodings.
-func bytesPerUserYear(tb testing.TB, r *testenv.Redis, s *signin.Service, userYears int) (float64, map[string]int) {
+func bytesPerUserYear(tb testing.TB, r *testenv.Redis, ns string, s *signin.Service, userYears int) (float64, map[string]int) {
 	tb.Helper()
 	ctx := context.Background()
 	for _, key := range s.Outboxes() {
@@ -287,7 +287,7 @@ func bytesPerUserYear(tb testing.TB, r *testenv.Redis, s *signin.Service, userYe
 	}
 	var total int64
 	encodings := map[string]int{}
-	iter := r.Client.Scan(ctx, 0, r.Namespace+"*", 1000).Iterator()
+	iter := r.Client.Scan(ctx, 0, ns+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		n, err := r.Client.MemoryUsage(ctx, iter.Val(), 0).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
