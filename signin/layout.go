@@ -21,9 +21,9 @@ const (
 	Bitmaps Layout = iota
 	// Packed keeps each user-year as a field, named by the user id, of a
 	// small hash shared by about 64 users of one bucket and year. Redis
-	// stores such a hash as one listpack, at about 50 bytes plus the id's
-	// length per user-year. Needs Config.Users and user ids of at most 64
-	// bytes.
+	// stores such a hash as one listpack, at about 58 bytes plus the id's
+	// length per user-year (numeric ids, stored as integers, take less).
+	// Needs Config.Users and user ids of at most 64 bytes.
 	Packed
 )
 
