@@ -2,45 +2,67 @@ package signin_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/signin"
 )
 
-// BenchmarkSign: one script call per sign-in (bit, streak, outbox), against a
-// raw go-redis SETBIT on the same server in the same run.
+// BenchmarkSign: one script call per sign-in (bit, streak, outbox) in each
+// layout, against a raw go-redis SETBIT on the same server in the same run.
+// Each layout also reports what Redis spends on a user-year (MEMORY USAGE,
+// outboxes drained), measured on 128 users signed every day of a leap year:
+// the seed's bits are 46 bytes.
 func BenchmarkSign(b *testing.B) {
 	ctx := context.Background()
 	r := testenv.NewRedis(b)
-	s, err := signin.New(r.Client, signin.Config{Namespace: r.Namespace})
-	if err != nil {
-		b.Fatal(err)
-	}
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	b.Run("sign", func(b *testing.B) {
-		b.ReportAllocs()
-		var n atomic.Int64
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				// Each call a new user-day, so every call writes a reward.
-				i := n.Add(1)
-				if _, err := s.Sign(ctx, "u"+strconv.FormatInt(i%100000, 10), at.AddDate(0, 0, int(i/100000))); err != nil {
-					b.Fatal(err)
-				}
+	const users = 10000
+	for _, layout := range []struct {
+		name string
+		signin.Layout
+	}{{"bitmap", signin.Bitmaps}, {"packed", signin.Packed}} {
+		// 10,000 users, so that Packed's hashes (sized for them) are soon
+		// full, about 50 users of 42 bytes each, as in production.
+		s, err := signin.New(r.Client, signin.Config{Namespace: r.Namespace + ":" + layout.name, Layout: layout.Layout, Users: users})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var perUserYear float64
+		b.Run(layout.name, func(b *testing.B) {
+			if perUserYear == 0 {
+				perUserYear = memoryPerUserYear(b, r, layout.Layout)
+				b.ResetTimer()
 			}
+			b.ReportAllocs()
+			defer serverTime(b, r, "evalsha", "eval")()
+			var n atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					// Each call a new user-day, so every call writes a reward.
+					i := n.Add(1)
+					if _, err := s.Sign(ctx, "u"+strconv.FormatInt(i%users, 10), at.AddDate(0, 0, int(i/users))); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.ReportMetric(perUserYear, "bytes/user-year")
 		})
-	})
+	}
 	b.Run("raw-setbit", func(b *testing.B) {
 		b.ReportAllocs()
+		defer serverTime(b, r, "setbit")()
 		var n atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				i := n.Add(1)
-				if err := r.Client.SetBit(ctx, r.Namespace+":raw:u"+strconv.FormatInt(i%100000, 10), 333, 1).Err(); err != nil {
+				if err := r.Client.SetBit(ctx, r.Namespace+":raw:u"+strconv.FormatInt(i%users, 10), 333, 1).Err(); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -48,27 +70,63 @@ func BenchmarkSign(b *testing.B) {
 	})
 }
 
-// BenchmarkBitmapMemory reports what Redis says (MEMORY USAGE) one user's
-// fully signed year costs, against the seed's 46 bytes of bits.
-func BenchmarkBitmapMemory(b *testing.B) {
-	ctx := context.Background()
-	r := testenv.NewRedis(b)
-	s, _ := signin.New(r.Client, signin.Config{Namespace: r.Namespace, Buckets: 1})
-	for d := time.Date(2028, 1, 1, 12, 0, 0, 0, time.UTC); d.Year() == 2028; d = d.AddDate(0, 0, 1) {
-		if _, err := s.Sign(ctx, "full-year", d); err != nil {
-			b.Fatal(err)
+// memoryPerUserYear signs 128 users in on every day of 2028 in a namespace
+// of their own and returns MEMORY USAGE per user-year (0 on miniredis, which
+// has none).
+func memoryPerUserYear(b *testing.B, r *testenv.Redis, layout signin.Layout) float64 {
+	if r.Kind == devstack.Miniredis {
+		return 0
+	}
+	ns := r.Namespace + ":memory-" + layout.String()
+	s, err := signin.New(r.Client, signin.Config{Namespace: ns, Buckets: 1, Layout: layout, Users: 128})
+	if err != nil {
+		b.Fatal(err)
+	}
+	users := numberedUsers(128)
+	signYear(b, s, users, 2028, 1)
+	perUserYear, _ := bytesPerUserYear(b, r, ns, s, len(users))
+	return perUserYear
+}
+
+// serverTime, deferred as serverTime(…)(), reports the server's own time per
+// command of the given kinds (INFO commandstats) across the benchmark: what a
+// call costs Redis, free of the client's scheduling on a busy machine. On a
+// server shared with other work it includes their commands of those kinds.
+func serverTime(b *testing.B, r *testenv.Redis, commands ...string) func() {
+	if r.Kind == devstack.Miniredis {
+		return func() {}
+	}
+	before := commandStats(b, r, commands)
+	return func() {
+		after := commandStats(b, r, commands)
+		if calls := after[0] - before[0]; calls > 0 {
+			b.ReportMetric(float64(after[1]-before[1])/float64(calls), "server-µs/op")
 		}
 	}
-	var usage int64
-	for b.Loop() {
-		iter := r.Client.Scan(ctx, 0, r.Namespace+"*:u:full-year:2028", 10).Iterator()
-		for iter.Next(ctx) {
-			usage = r.Client.MemoryUsage(ctx, iter.Val()).Val()
+}
+
+// commandStats sums calls and microseconds of commands from INFO commandstats.
+func commandStats(b *testing.B, r *testenv.Redis, commands []string) [2]int64 {
+	info, err := r.Client.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum [2]int64
+	for _, line := range strings.Split(info, "\r\n") {
+		name, stats, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok || !slices.Contains(commands, name) {
+			continue
+		}
+		for _, kv := range strings.Split(stats, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				sum[0] += n
+			case "usec":
+				sum[1] += n
+			}
 		}
 	}
-	if usage == 0 {
-		b.Fatal("bitmap key not found")
-	}
-	b.ReportMetric(float64(usage), "bytes/user-year")
-	b.ReportMetric(float64(usage)/46, "x-seed-46B")
+	return sum
 }

@@ -1,11 +1,65 @@
--- (shared header, prepended to sign.lua and makeup.lua at load time)
--- Bit k of a Redis bitmap is the (k % 8)-th most significant bit of byte
--- k / 8: SETBIT/GETBIT numbering, which BITCOUNT ranges only follow with BIT.
--- (Arithmetic rather than the bit library, which not every Lua host has.)
+-- (shared header, prepended to every script at load time)
+-- A user-year is a string of bits: bit k is 1 January + k, the (k % 8)-th
+-- most significant bit of byte k / 8 (SETBIT/GETBIT numbering). In the
+-- 'bitmaps' layout it is the string key KEYS[ki]; in 'packed/<n>' it is the
+-- field named by the user in the hash KEYS[ki]. (Arithmetic rather than the
+-- bit library, which not every Lua host has.)
 local function isset(s, k)
   local b = string.byte(s, math.floor(k / 8) + 1)
   if not b then return false end
   return math.floor(b / 2 ^ (7 - k % 8)) % 2 == 1
+end
+
+-- withbit returns s with bit k set, zero-padded as SETBIT pads.
+local function withbit(s, k)
+  local i = math.floor(k / 8) + 1
+  if #s < i then s = s .. string.rep(string.char(0), i - #s) end
+  local b = string.byte(s, i)
+  local m = 2 ^ (7 - k % 8)
+  if math.floor(b / m) % 2 == 0 then b = b + m end
+  return string.sub(s, 1, i - 1) .. string.char(b) .. string.sub(s, i + 1)
+end
+
+local packed, field = false, nil
+local years = {} -- user-years read so far, by key index
+
+-- open_layout checks the bucket's layout key against the caller's layout
+-- (recording it on the bucket's first write) and picks how user-years are
+-- read and written. It returns an error reply when they differ: nothing
+-- may be read or written then.
+local function open_layout(key, layout, user)
+  local stored = redis.call('GET', key)
+  if stored and stored ~= layout then
+    return redis.error_reply('signin: layout mismatch: data written as ' .. stored .. ', this Service uses ' .. layout)
+  end
+  if not stored then redis.call('SET', key, layout) end
+  packed, field = string.sub(layout, 1, 7) == 'packed/', user
+  return nil
+end
+
+-- load returns the user-year in KEYS[ki] ('' when none).
+local function load(ki)
+  if years[ki] == nil then
+    if packed then
+      years[ki] = redis.call('HGET', KEYS[ki], field) or ''
+    else
+      years[ki] = redis.call('GET', KEYS[ki]) or ''
+    end
+  end
+  return years[ki]
+end
+
+-- setbit sets bit k of the user-year in KEYS[ki] and returns its old value.
+local function setbit(ki, k)
+  local s = load(ki)
+  if isset(s, k) then return 1 end
+  years[ki] = withbit(s, k)
+  if packed then
+    redis.call('HSET', KEYS[ki], field, years[ki])
+  else
+    redis.call('SETBIT', KEYS[ki], k, 1)
+  end
+  return 0
 end
 
 -- run_back counts consecutive signed days ending at offset `from` of the
@@ -14,7 +68,7 @@ end
 local function run_back(ki, from, lengths)
   local n = 0
   while ki >= 1 do
-    local s = redis.call('GET', KEYS[ki]) or ''
+    local s = load(ki)
     local k = from
     while k >= 0 and isset(s, k) do
       n = n + 1

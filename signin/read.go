@@ -18,25 +18,30 @@ func isSet(bitmap []byte, k int64) bool {
 
 // Status reports whether user signed in on day.
 func (s *Service) Status(ctx context.Context, user string, day Date) (bool, error) {
-	if err := validUser(user); err != nil {
+	if err := s.checkUser(user); err != nil {
 		return false, err
 	}
-	v, err := s.rdb.GetBit(ctx, s.bitmap(user, day.Year), day.offset()).Result()
+	years, err := s.years(ctx, user, day.Year, day.Year)
 	if err != nil {
-		return false, fmt.Errorf("signin: status: %w", err)
+		return false, err
 	}
-	return v == 1, nil
+	return isSet(years[day.Year], day.offset()), nil
 }
 
-// years reads user's bitmaps for years from..to in one pipeline.
+// years reads user's years from..to, and checks the bucket's layout, in
+// one pipeline.
 func (s *Service) years(ctx context.Context, user string, from, to int) (map[int][]byte, error) {
 	pipe := s.rdb.Pipeline()
+	layout := pipe.Get(ctx, s.layoutKey(user))
 	cmds := map[int]*redis.StringCmd{}
 	for y := from; y <= to; y++ {
-		cmds[y] = pipe.Get(ctx, s.bitmap(user, y))
+		cmds[y] = s.readYear(ctx, pipe, user, y)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("signin: read bitmaps: %w", err)
+		return nil, fmt.Errorf("signin: read user-years: %w", err)
+	}
+	if err := s.checkLayout(layout); err != nil {
+		return nil, err
 	}
 	out := map[int][]byte{}
 	for y, c := range cmds {
@@ -48,7 +53,7 @@ func (s *Service) years(ctx context.Context, user string, from, to int) (map[int
 
 // History returns the days user signed in on, from..to inclusive, in order.
 func (s *Service) History(ctx context.Context, user string, from, to Date) ([]Date, error) {
-	if err := validUser(user); err != nil {
+	if err := s.checkUser(user); err != nil {
 		return nil, err
 	}
 	if to.Before(from) || daysBetween(from, to) > 3*366 {
@@ -72,7 +77,7 @@ func (s *Service) History(ctx context.Context, user string, from, to Date) ([]Da
 // (the streak is not broken before the day is over). Runs are counted back
 // at most two calendar years before this year, as Sign counts them.
 func (s *Service) Streak(ctx context.Context, user string, at time.Time) (int, error) {
-	if err := validUser(user); err != nil {
+	if err := s.checkUser(user); err != nil {
 		return 0, err
 	}
 	d := DateOf(at, s.location(user))
@@ -93,16 +98,18 @@ func (s *Service) Streak(ctx context.Context, user string, at time.Time) (int, e
 
 // MonthCount returns how many days of a month user signed in on.
 func (s *Service) MonthCount(ctx context.Context, user string, year int, month time.Month) (int, error) {
-	if err := validUser(user); err != nil {
+	if err := s.checkUser(user); err != nil {
 		return 0, err
 	}
-	first := Date{year, month, 1}
-	last := first.AddDays(32)
-	last = Date{last.Year, last.Month, 1}.AddDays(-1)
-	// BITCOUNT counts bytes unless told BIT (Redis 7).
-	n, err := s.rdb.BitCount(ctx, s.bitmap(user, year), &redis.BitCount{Start: first.offset(), End: last.offset(), Unit: redis.BitCountIndexBit}).Result()
+	years, err := s.years(ctx, user, year, year)
 	if err != nil {
-		return 0, fmt.Errorf("signin: month count: %w", err)
+		return 0, err
 	}
-	return int(n), nil
+	n := 0
+	for d := (Date{year, month, 1}); d.Month == month; d = d.AddDays(1) {
+		if isSet(years[year], d.offset()) {
+			n++
+		}
+	}
+	return n, nil
 }

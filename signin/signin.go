@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/internal/keys"
@@ -21,22 +20,27 @@ var (
 	signLua string
 	//go:embed makeup.lua
 	makeupLua string
+	//go:embed restore.lua
+	restoreLua string
 
-	signScript   = redis.NewScript(bitsLua + signLua)
-	makeupScript = redis.NewScript(bitsLua + makeupLua)
+	signScript    = redis.NewScript(bitsLua + signLua)
+	makeupScript  = redis.NewScript(bitsLua + makeupLua)
+	restoreScript = redis.NewScript(bitsLua + restoreLua)
 )
 
 var (
 	// ErrNoCard is returned by MakeUp when the user has no make-up card.
 	ErrNoCard = errors.New("signin: no make-up card")
-	// ErrAlreadySigned is returned by MakeUp for a day already signed.
+	// ErrAlreadySigned is returned by MakeUp for a day already signed,
+	// which is also what a make-up whose reply was lost gets when go-redis
+	// resends it: the day was made up, and its card spent, once.
 	ErrAlreadySigned = errors.New("signin: day already signed")
 	// ErrOutsideWindow is returned by MakeUp for today, a future day or a
 	// day older than the make-up window.
 	ErrOutsideWindow = errors.New("signin: day outside the make-up window")
 	// ErrInvalidUser is returned for a user id that is empty, longer than
-	// 128 bytes, or holds a byte outside printable ASCII (what the SQL ledger
-	// stores).
+	// 128 bytes (64 in the Packed layout), or holds a byte outside printable
+	// ASCII (what the SQL ledger stores).
 	ErrInvalidUser = errors.New("signin: invalid user id")
 	// ErrBadTask is a reward task or message that can never be granted.
 	ErrBadTask = errors.New("signin: bad reward task")
@@ -53,6 +57,24 @@ type Config struct {
 	// stream, so one script can set a bit and record the reward on a
 	// Redis Cluster. Fixed for the life of the data.
 	Buckets int
+	// Layout is how user-years are stored [Bitmaps]: a key each, or Packed
+	// as fields of small hashes, a third of the memory (see the package
+	// documentation). Fixed for the life of the data: the first write
+	// records it in each bucket, and a Service with another layout gets
+	// ErrLayout there. To change it, Backup and Restore into a new
+	// namespace.
+	Layout Layout
+	// Users is how many users Packed sizes its hashes for; required with
+	// Packed, unused with Bitmaps. Each bucket's year is split over
+	// ceil(Users / Buckets / 64) hashes of about 64 users each. Redis keeps
+	// a hash compact up to hash-max-listpack-entries (128 by default), so up
+	// to about 1.5 × Users it stays a third of Bitmaps' memory; beyond that
+	// more and more hashes become hash tables (more memory than Bitmaps:
+	// raise hash-max-listpack-entries, or migrate to a larger sizing).
+	// Oversizing costs a key per hash: 10 × too many users leaves hashes
+	// of 6 users and about 80 bytes per user-year instead of 60. Fixed for
+	// the life of the data, like Buckets (recorded with the layout).
+	Users int
 	// Location is the time zone days are counted in [UTC]; UserLocation,
 	// when set, gives a user's own zone (nil result: Location).
 	Location     *time.Location
@@ -68,11 +90,13 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Service is daily check-in on Redis bitmaps. It is safe for concurrent use.
+// Service is daily check-in on Redis (bitmaps, or packed hashes). It is safe
+// for concurrent use.
 type Service struct {
-	rdb   redis.UniversalClient
-	cfg   Config
-	space keys.Space
+	rdb    redis.UniversalClient
+	cfg    Config
+	space  keys.Space
+	hashes int // Packed: hashes per bucket and year
 }
 
 // New returns a Service on rdb.
@@ -107,8 +131,16 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("%w: bonus every %d days, make-up window %d days", ErrConfig, cfg.BonusEvery, cfg.MakeUpWindow)
 	case cfg.DailyPoints < 0 || cfg.BonusPoints < 0:
 		return nil, fmt.Errorf("%w: negative points", ErrConfig)
+	case cfg.Layout != Bitmaps && cfg.Layout != Packed:
+		return nil, fmt.Errorf("%w: unknown %v", ErrConfig, cfg.Layout)
+	case cfg.Layout == Packed && cfg.Users < 1:
+		return nil, fmt.Errorf("%w: the Packed layout needs Users, the number of users to size its hashes for", ErrConfig)
 	}
-	return &Service{rdb: rdb, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "signin"))}, nil
+	s := &Service{rdb: rdb, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "signin")), hashes: 1}
+	if cfg.Layout == Packed {
+		s.hashes = max(1, (cfg.Users+cfg.Buckets*usersPerHash-1)/(cfg.Buckets*usersPerHash))
+	}
+	return s, nil
 }
 
 func (s *Service) location(user string) *time.Location {
@@ -123,16 +155,9 @@ func (s *Service) location(user string) *time.Location {
 // Today is the user's current day.
 func (s *Service) Today(user string) Date { return DateOf(s.cfg.Now(), s.location(user)) }
 
-func (s *Service) bucket(user string) string {
-	return "b" + strconv.FormatUint(xxhash.Sum64String(user)%uint64(s.cfg.Buckets), 10)
+func (s *Service) cards(user string) string {
+	return s.space.Key(s.slotOf(user).bucket, "u", user, "cards")
 }
-
-// bitmap is the key of user's bitmap for year.
-func (s *Service) bitmap(user string, year int) string {
-	return s.space.Key(s.bucket(user), "u", user, strconv.Itoa(year))
-}
-
-func (s *Service) cards(user string) string { return s.space.Key(s.bucket(user), "u", user, "cards") }
 
 // Outboxes lists the reward streams, one per bucket, for the relay.
 func (s *Service) Outboxes() []string {
@@ -143,12 +168,21 @@ func (s *Service) Outboxes() []string {
 	return out
 }
 
-func (s *Service) outbox(user string) string { return s.space.Key(s.bucket(user), "outbox") }
+func (s *Service) outbox(user string) string { return s.space.Key(s.slotOf(user).bucket, "outbox") }
 
-// expiry keeps a year's bitmap until the end of the second year after it:
+// expiry keeps a year's bits until the end of the second year after it:
 // streaks reach two years back. Older history lives in the monthly backups.
 func expiry(year int) int64 {
 	return time.Date(year+3, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+}
+
+// checkUser accepts the ids validUser accepts that the layout can hold:
+// a Packed field longer than a listpack value would bloat its whole hash.
+func (s *Service) checkUser(user string) error {
+	if s.cfg.Layout == Packed && len(user) > maxPackedUser {
+		return fmt.Errorf("%w: %d bytes (1..%d in the Packed layout)", ErrInvalidUser, len(user), maxPackedUser)
+	}
+	return validUser(user)
 }
 
 func validUser(user string) error {
@@ -178,24 +212,26 @@ type Result struct {
 
 // Sign signs user in for the day `at` falls on in the user's time zone. It
 // sets the day's bit, computes the streak and records the reward tasks in one
-// script; signing the same day again changes nothing and grants nothing.
+// script; signing the same day again changes nothing and grants nothing (so
+// a sign-in go-redis resends after a lost reply is recorded once, and
+// answers AlreadySigned).
 func (s *Service) Sign(ctx context.Context, user string, at time.Time) (Result, error) {
-	if err := validUser(user); err != nil {
+	if err := s.checkUser(user); err != nil {
 		return Result{}, err
 	}
 	d := DateOf(at, s.location(user))
-	keys := []string{s.bitmap(user, d.Year-2), s.bitmap(user, d.Year-1), s.bitmap(user, d.Year), s.outbox(user)}
+	keys := []string{s.year(user, d.Year-2), s.year(user, d.Year-1), s.year(user, d.Year), s.outbox(user), s.layoutKey(user)}
 	v, err := signScript.Run(ctx, s.rdb, keys, user, d.offset(), d.String(), daysIn(d.Year-2), daysIn(d.Year-1),
-		s.cfg.DailyPoints, s.cfg.BonusPoints, s.cfg.BonusEvery, expiry(d.Year)).Int64Slice()
+		s.cfg.DailyPoints, s.cfg.BonusPoints, s.cfg.BonusEvery, expiry(d.Year), s.layoutName()).Int64Slice()
 	if err != nil {
-		return Result{}, fmt.Errorf("signin: sign %s on %s: %w", user, d, err)
+		return Result{}, fmt.Errorf("signin: sign %s on %s: %w", user, d, scriptErr(err))
 	}
 	return Result{Date: d, AlreadySigned: v[0] == 1, Streak: int(v[1]), Points: v[2]}, nil
 }
 
 // AddCards gives user n make-up cards.
 func (s *Service) AddCards(ctx context.Context, user string, n int64) error {
-	if err := validUser(user); err != nil {
+	if err := s.checkUser(user); err != nil {
 		return err
 	}
 	if n < 1 {
@@ -208,7 +244,7 @@ func (s *Service) AddCards(ctx context.Context, user string, n int64) error {
 // today, not the future), spending one card. The streak through the run the
 // day joins is recomputed, and bonuses that become due are recorded.
 func (s *Service) MakeUp(ctx context.Context, user string, day Date) (Result, error) {
-	if err := validUser(user); err != nil {
+	if err := s.checkUser(user); err != nil {
 		return Result{}, err
 	}
 	today := s.Today(user)
@@ -217,8 +253,8 @@ func (s *Service) MakeUp(ctx context.Context, user string, day Date) (Result, er
 		return Result{}, fmt.Errorf("%w: %s is %d days before %s (1..%d)", ErrOutsideWindow, day, back, today, s.cfg.MakeUpWindow)
 	}
 	y := day.Year
-	keys := []string{s.bitmap(user, y-2), s.bitmap(user, y-1), s.bitmap(user, y), s.bitmap(user, y+1), s.cards(user), s.outbox(user)}
-	args := []any{user, daysIn(y - 2), daysIn(y - 1), s.cfg.DailyPoints, s.cfg.BonusPoints, s.cfg.BonusEvery, expiry(y + 1)}
+	keys := []string{s.year(user, y-2), s.year(user, y-1), s.year(user, y), s.year(user, y+1), s.cards(user), s.outbox(user), s.layoutKey(user)}
+	args := []any{user, daysIn(y - 2), daysIn(y - 1), s.cfg.DailyPoints, s.cfg.BonusPoints, s.cfg.BonusEvery, expiry(y + 1), s.layoutName()}
 	for d := day; !today.Before(d); d = d.AddDays(1) {
 		ki := 3
 		if d.Year > y {
@@ -228,7 +264,7 @@ func (s *Service) MakeUp(ctx context.Context, user string, day Date) (Result, er
 	}
 	v, err := makeupScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
 	if err != nil {
-		return Result{}, fmt.Errorf("signin: make up %s for %s: %w", day, user, err)
+		return Result{}, fmt.Errorf("signin: make up %s for %s: %w", day, user, scriptErr(err))
 	}
 	switch v[0] {
 	case -1:
