@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -170,8 +171,12 @@ func redisSetBaseline() Measurement {
 }
 
 // userYears counts sign-in records: a bitmap key is one user-year; a packed
-// hash holds one per field. Outbox streams are not records.
+// hash holds one per field. Outbox streams and the buckets' layout records
+// are not records.
 func userYears(ctx context.Context, node *redis.Client, typ, key string) (int64, error) {
+	if strings.HasSuffix(key, ":layout") {
+		return 0, nil
+	}
 	switch typ {
 	case "string":
 		return 1, nil
