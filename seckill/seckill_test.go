@@ -96,7 +96,9 @@ func (f *fixture) deliver(ctx context.Context, send outbox.Publisher) int {
 	if relayed == 0 {
 		return 0
 	}
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	// Minutes, not seconds: on a loaded 2-core machine with a fsync per
+	// commit, 1,000 orders once took over a minute to write.
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	c, err := kafka.ConsumeN(cctx, brokers, "orders-"+topic, []string{topic}, int64(relayed), f.s.HandleOrder, kafka.ConsumerConfig{})
 	if err != nil || c.Handled() != int64(relayed) {
