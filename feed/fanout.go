@@ -1,7 +1,6 @@
 package feed
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/casebook-dev/casebook/internal/strictjson"
 	"github.com/casebook-dev/casebook/outbox"
 )
 
@@ -43,13 +43,8 @@ const maxScore = 1 << 53
 // ErrBadMessage, marked outbox.ErrPoison.
 func DecodeChunk(value []byte) (Chunk, error) {
 	var c Chunk
-	d := json.NewDecoder(bytes.NewReader(value))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&c); err != nil {
+	if err := strictjson.Decode(value, &c); err != nil {
 		return Chunk{}, outbox.Poison(fmt.Errorf("%w: %w", ErrBadMessage, err))
-	}
-	if d.More() {
-		return Chunk{}, outbox.Poison(fmt.Errorf("%w: trailing data", ErrBadMessage))
 	}
 	bad := c.V != ChunkVersion || c.Post <= 0 || c.Score <= 0 || c.Score > maxScore || validUser(c.Author) != nil ||
 		len(c.Followers) == 0 || len(c.Followers) > maxChunk

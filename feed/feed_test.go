@@ -15,7 +15,6 @@ import (
 	"github.com/casebook-dev/casebook/internal/keys"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/kafka"
-	"github.com/casebook-dev/casebook/outbox"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -45,32 +44,19 @@ func newFixture(t *testing.T, r *testenv.Redis, cfg feed.Config) *fixture {
 	return &fixture{t: t, s: s, r: r, clk: clk, ctx: ctx}
 }
 
-// memPub keeps published messages for a test to hand to HandleChunk.
-type memPub struct {
-	mu   sync.Mutex
-	msgs []outbox.Message
-}
-
-func (p *memPub) Publish(_ context.Context, ms []outbox.Message) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.msgs = append(p.msgs, ms...)
-	return nil
-}
-
 // fanout relays waiting posts and applies every chunk directly.
 func (f *fixture) fanout() int {
 	f.t.Helper()
-	pub := &memPub{}
+	pub := &testenv.Published{}
 	if _, err := f.s.RelayFanout(f.ctx, pub, "chunks", 100); err != nil {
 		f.t.Fatal(err)
 	}
-	for _, m := range pub.msgs {
+	for _, m := range pub.Msgs {
 		if err := f.s.HandleChunk(f.ctx, m.Key, m.Value); err != nil {
 			f.t.Fatal(err)
 		}
 	}
-	return len(pub.msgs)
+	return len(pub.Msgs)
 }
 
 func (f *fixture) follow(a, b string) {

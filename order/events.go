@@ -12,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/casebook-dev/casebook/internal/sqlutil"
+	"github.com/casebook-dev/casebook/internal/strictjson"
 	"github.com/casebook-dev/casebook/outbox"
 )
 
@@ -55,7 +56,7 @@ var ErrBadEvent = errors.New("order: bad event")
 // DecodeEvent parses an event message value.
 func DecodeEvent(value []byte) (Event, error) {
 	var e Event
-	if err := json.Unmarshal(value, &e); err != nil {
+	if err := strictjson.Decode(value, &e); err != nil {
 		return Event{}, outbox.Poison(fmt.Errorf("%w: %w", ErrBadEvent, err))
 	}
 	if e.V != EventVersion || e.ID == "" || e.OrderID <= 0 || e.Kind == "" {

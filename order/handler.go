@@ -1,20 +1,20 @@
 package order
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/hmac"
 	"crypto/rsa"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/casebook-dev/casebook/internal/strictjson"
 )
 
 // Verifier checks that a callback request comes from the gateway: its
@@ -123,14 +123,9 @@ func (s *Service) CallbackHandler(v Verifier) http.Handler {
 // DecodeCallback parses a callback body strictly: one JSON object with
 // known fields only, nothing after it.
 func DecodeCallback(body []byte) (Callback, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	var cb Callback
-	if err := dec.Decode(&cb); err != nil {
+	if err := strictjson.Decode(body, &cb); err != nil {
 		return Callback{}, fmt.Errorf("%w: callback body: %w", ErrInvalid, err)
-	}
-	if dec.More() || dec.InputOffset() != int64(len(bytes.TrimRight(body, " \t\r\n"))) {
-		return Callback{}, fmt.Errorf("%w: data after the callback object", ErrInvalid)
 	}
 	return cb, nil
 }

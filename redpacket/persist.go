@@ -2,7 +2,6 @@ package redpacket
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
+	"github.com/casebook-dev/casebook/internal/strictjson"
 	"github.com/casebook-dev/casebook/outbox"
 )
 
@@ -31,9 +31,9 @@ type ClaimMessage struct {
 // ErrBadMessage, marked outbox.ErrPoison.
 func DecodeClaim(value []byte) (ClaimMessage, error) {
 	var m ClaimMessage
-	err := json.Unmarshal(value, &m)
+	err := strictjson.Decode(value, &m)
 	if err == nil && (m.V != ClaimVersion || m.Packet <= 0 || m.Amount < 1 || m.Index < 1 || validUser(m.User) != nil) {
-		err = fmt.Errorf("%q", value)
+		err = fmt.Errorf("%.200q", value)
 	}
 	if err != nil {
 		return ClaimMessage{}, outbox.Poison(fmt.Errorf("%w: %w", ErrBadMessage, err))
@@ -67,11 +67,19 @@ func (s *Service) recordClaim(ctx context.Context, m ClaimMessage) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO `+gene.Sibling(sh, "rp_claims")+` (packet_id, user_id, amount, idx, claimed_at) VALUES (?, ?, ?, ?, ?)`,
 			m.Packet, m.User, m.Amount, m.Index, m.At)
 		if sqlutil.IsDuplicate(err) {
-			var mine int
-			if err := tx.GetContext(ctx, &mine, `SELECT COUNT(*) FROM `+gene.Sibling(sh, "rp_claims")+` WHERE packet_id = ? AND user_id = ?`, m.Packet, m.User); err != nil {
+			var mine []struct {
+				Amount int64 `db:"amount"`
+				Index  int   `db:"idx"`
+			}
+			if err := tx.SelectContext(ctx, &mine, `SELECT amount, idx FROM `+gene.Sibling(sh, "rp_claims")+` WHERE packet_id = ? AND user_id = ?`, m.Packet, m.User); err != nil {
 				return fmt.Errorf("redpacket: record claim: %w", err)
 			}
-			if mine == 1 {
+			if len(mine) == 1 {
+				if mine[0].Amount != m.Amount || mine[0].Index != m.Index {
+					// Not a redelivery: the user's claim says otherwise.
+					return outbox.Poison(fmt.Errorf("%w: %s claims share %d (%d fen) of packet %d, recorded as share %d (%d fen)",
+						ErrBadMessage, m.User, m.Index, m.Amount, m.Packet, mine[0].Index, mine[0].Amount))
+				}
 				return nil // recorded before
 			}
 			// The same share given twice: Redis lost the first claim (a

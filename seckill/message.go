@@ -1,12 +1,11 @@
 package seckill
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"time"
+
+	"github.com/casebook-dev/casebook/internal/strictjson"
 )
 
 // OrderVersion is the format version of the order messages this package
@@ -64,13 +63,8 @@ func EncodeOrderMessage(m OrderMessage) []byte {
 // DecodeOrderMessage parses and validates an order message value.
 func DecodeOrderMessage(value []byte) (OrderMessage, error) {
 	var w wireMessage
-	dec := json.NewDecoder(bytes.NewReader(value))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
+	if err := strictjson.Decode(value, &w); err != nil {
 		return OrderMessage{}, fmt.Errorf("%w: %w", ErrBadMessage, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return OrderMessage{}, fmt.Errorf("%w: data after the message", ErrBadMessage)
 	}
 	if w.V != OrderVersion {
 		return OrderMessage{}, fmt.Errorf("%w: format version %d, want %d", ErrBadMessage, w.V, OrderVersion)

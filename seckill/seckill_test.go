@@ -987,25 +987,7 @@ func (f *fixture) open(ctx context.Context) int64 {
 func TestOrderEventsSettleAtOnce(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedisCluster(t), 4, 1, 2, seckill.Config{})
-	ids := map[string]string{}
-	for _, u := range []string{"keeps", "cancels"} {
-		id, err := f.sl.Buy(ctx, u, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[u] = id
-	}
-	f.deliver(ctx, nil)
-	if err := f.pay(ctx, "keeps", ids["keeps"]); err != nil {
-		t.Fatal(err)
-	}
-	o, err := f.s.OrderOf(ctx, "cancels", ids["cancels"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.orders.CancelOrder(ctx, o.ID, order.ReasonUserCancel); err != nil {
-		t.Fatal(err)
-	}
+	f.payOneCancelOne(ctx)
 	if n := f.events(ctx); n < 4 { // 2 created, 1 paid, 1 closed
 		t.Fatalf("%d order events", n)
 	}
@@ -1025,6 +1007,31 @@ func TestOrderEventsSettleAtOnce(t *testing.T) {
 	}
 	if rep, err := f.sl.Reconcile(ctx, false); err != nil || !rep.OK() {
 		t.Fatalf("after the events: %+v, %v", rep, err)
+	}
+}
+
+// payOneCancelOne has "keeps" buy and pay, and "cancels" buy and cancel
+// the order: four order events wait in the order outbox.
+func (f *fixture) payOneCancelOne(ctx context.Context) {
+	f.t.Helper()
+	ids := map[string]string{}
+	for _, u := range []string{"keeps", "cancels"} {
+		id, err := f.sl.Buy(ctx, u, 1)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		ids[u] = id
+	}
+	f.deliver(ctx, nil)
+	if err := f.pay(ctx, "keeps", ids["keeps"]); err != nil {
+		f.t.Fatal(err)
+	}
+	o, err := f.s.OrderOf(ctx, "cancels", ids["cancels"])
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := f.orders.CancelOrder(ctx, o.ID, order.ReasonUserCancel); err != nil {
+		f.t.Fatal(err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/casebook-dev/casebook/internal/sqlutil"
+	"github.com/casebook-dev/casebook/internal/strictjson"
 	"github.com/casebook-dev/casebook/outbox"
 )
 
@@ -43,7 +44,7 @@ func EncodeTask(t Task) []byte {
 // DecodeTask parses a reward message value; anything else is ErrBadTask.
 func DecodeTask(value []byte) (Task, error) {
 	var m rewardMessage
-	if err := json.Unmarshal(value, &m); err != nil {
+	if err := strictjson.Decode(value, &m); err != nil {
 		return Task{}, fmt.Errorf("%w: %w", ErrBadTask, err)
 	}
 	if m.V != RewardVersion {

@@ -1,0 +1,61 @@
+package feed_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/casebook-dev/casebook/feed"
+	"github.com/casebook-dev/casebook/internal/testenv"
+)
+
+// TestPoisonChunksDoNotBlock: malformed fan-out chunks between good ones on
+// one partition are skipped with a count by a real consumer group, and the
+// chunks behind them reach the inboxes.
+func TestPoisonChunksDoNotBlock(t *testing.T) {
+	f := newFixture(t, testenv.NewRedis(t), feed.Config{ChunkSize: 2})
+	readers := []string{"a", "b", "c"}
+	for _, r := range readers {
+		f.follow(r, "star")
+		f.timeline(r, 10) // active: fan-out pushes to them
+	}
+	chunks := &testenv.Published{}
+	first := f.post("star", "first")
+	if _, err := f.s.RelayFanout(f.ctx, chunks, "chunks", 100); err != nil {
+		t.Fatal(err)
+	}
+	second := f.post("star", "second")
+	if _, err := f.s.RelayFanout(f.ctx, chunks, "chunks", 100); err != nil {
+		t.Fatal(err)
+	}
+	if len(chunks.Msgs) != 4 {
+		t.Fatalf("%d chunks, want 2 per post (3 readers, chunks of 2)", len(chunks.Msgs))
+	}
+	poison := []string{
+		`not json`,
+		`{"v":2,"post":1,"author":"star","score":1,"followers":["a"]}`,
+		`{"v":1,"post":1,"author":"star","score":1,"followers":[]}`,
+		`{"v":1,"post":1,"author":"star","score":1,"followers":["a"],"x":1}`,
+		`{"v":1,"post":1,"author":"star","score":1,"followers":["a"]} {}`,
+		`{"v":1,"post":1,"author":"star","score":1,"followers":["a"]}]`,
+		`{"v":1,"post":-1,"author":"star","score":1,"followers":["a"]}`,
+		`null`,
+	}
+	var values [][]byte
+	for i, m := range chunks.Msgs {
+		if i == 2 { // the first post's chunks, the poison, the second's
+			for _, p := range poison {
+				values = append(values, []byte(p))
+			}
+		}
+		values = append(values, m.Value)
+	}
+	c, bad := testenv.ConsumeInOrder(t, values, f.s.HandleChunk, feed.ErrBadMessage)
+	if c.Poisoned() != int64(len(poison)) || bad != len(poison) || c.Handled() != 4 {
+		t.Fatalf("poisoned %d (%d ErrBadMessage), handled %d; want %d poisoned, 4 handled", c.Poisoned(), bad, c.Handled(), len(poison))
+	}
+	for _, r := range readers {
+		if got, want := f.timeline(r, 10), []int64{second.ID, first.ID}; !slices.Equal(got, want) {
+			t.Errorf("timeline of %s: %v, want %v", r, got, want)
+		}
+	}
+}
