@@ -124,8 +124,8 @@ func TestHTMLReportInBrowser(t *testing.T) {
 	if title != "casebook capacity plan" {
 		t.Errorf("title %q", title)
 	}
-	if charts != 4 || drawn != charts || points < 20 {
-		t.Errorf("%d charts, %d drawn, %d points; want 4 charts all drawn", charts, drawn, points)
+	if charts != 6 || drawn != charts || points < 20 { // 2 distributions, rank.add by workers, rank.top by shards
+		t.Errorf("%d charts, %d drawn, %d points; want 6 charts all drawn", charts, drawn, points)
 	}
 	if rows != 1+2 {
 		t.Errorf("measurements table has %d rows, want a header and 2", rows)

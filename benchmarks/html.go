@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 )
 
@@ -23,32 +22,51 @@ var (
 	sweepWorkers = []int{1, 4, 16, 64}
 )
 
-// Sweep is one measurement run at several concurrencies.
+// Sweep is one measurement run at several concurrencies, or at several
+// sizes of its work (workSweeps).
 type Sweep struct {
 	Name   string
 	Unit   string
-	Points []Result // one per sweepWorkers, in order
+	Axis   string   // "workers", or what Xs count
+	Xs     []int    // one per point
+	Points []Result // one per X, in order
 }
 
-// sweepAll reruns the selected sweepOps at every sweepWorkers for d each.
+// sweepAll reruns the selected sweepOps at every sweepWorkers, and the
+// workSweeps whose measurement is selected at each of their sizes, for d
+// each.
 func sweepAll(ctx context.Context, env *Env, ms []Measurement, d time.Duration, p *progress) []Sweep {
-	var todo []Measurement
+	type run struct {
+		s       Sweep
+		measure func(x int) Result
+	}
+	var todo []run
+	n := 0
 	for _, m := range ms {
 		if slices.Contains(sweepOps, m.Name) {
-			todo = append(todo, m)
+			todo = append(todo, run{Sweep{Name: m.Name, Unit: m.Unit, Axis: "workers", Xs: sweepWorkers},
+				func(w int) Result { return m.Run(ctx, env, d, w, p.update) }})
+			n += len(sweepWorkers)
+		}
+	}
+	for _, w := range workSweeps {
+		if slices.ContainsFunc(ms, func(m Measurement) bool { return m.Name == w.SelectedBy }) {
+			todo = append(todo, run{Sweep{Name: w.Name, Unit: w.Unit, Axis: w.Axis, Xs: w.Xs},
+				func(x int) Result { return w.Make(x).Run(ctx, env, d, 0, p.update) }})
+			n += len(w.Xs)
 		}
 	}
 	var out []Sweep
-	i, n := 0, len(todo)*len(sweepWorkers)
-	for _, m := range todo {
-		s := Sweep{Name: m.Name, Unit: m.Unit}
-		for _, w := range sweepWorkers {
+	i := 0
+	for _, t := range todo {
+		s := t.s
+		for _, x := range s.Xs {
 			if ctx.Err() != nil {
 				return out
 			}
 			i++
-			p.start(i, n, m.Name+" at "+plural(w, "worker", "workers"))
-			r := m.Run(ctx, env, d, w, p.update)
+			p.start(i, n, fmt.Sprintf("%s at %d %s", s.Name, x, s.Axis))
+			r := t.measure(x)
 			p.done(r)
 			s.Points = append(s.Points, r)
 		}
@@ -177,15 +195,15 @@ func distributionChart(r Result) chart {
 }
 
 // sweepCharts plots a sweep's throughput and its p50 and p99 latency
-// against the number of workers (on a log2 axis: 1, 4, 16, 64 evenly).
+// against its axis (log2: 1, 4, 16, 64 or 100, 1,000, 10,000 evenly).
 func sweepCharts(s Sweep) (throughput, latency chart) {
-	throughput = chart{Title: s.Name + ": throughput", XLabel: "workers", YLabel: "per second", YFormat: formatRate}
-	latency = chart{Title: s.Name + ": latency per op", XLabel: "workers", YLabel: "latency", YLog: true, YFormat: formatMicros}
+	throughput = chart{Title: s.Name + ": throughput", XLabel: s.Axis, YLabel: "per second", YFormat: formatRate}
+	latency = chart{Title: s.Name + ": latency per op", XLabel: s.Axis, YLabel: "latency", YLog: true, YFormat: formatMicros}
 	var rate, p50, p99 series
 	rate.Name, p50.Name, p99.Name = "per second", "p50", "p99"
-	for _, r := range s.Points {
-		x := math.Log2(float64(r.Workers))
-		throughput.XTicks = append(throughput.XTicks, tick{x, strconv.Itoa(r.Workers)})
+	for i, r := range s.Points {
+		x := math.Log2(float64(s.Xs[i]))
+		throughput.XTicks = append(throughput.XTicks, tick{x, commas(float64(s.Xs[i]))})
 		if r.Err != "" {
 			continue
 		}

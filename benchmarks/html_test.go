@@ -32,14 +32,14 @@ func TestHTMLReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	html := string(b)
-	for _, want := range []string{`id="measurements"`, "rank.add", "idgen.snowflake", "How cost grows with concurrency",
-		"rank.add — ", "class=\"sizings\"", "arithmetic", "leaderboard"} {
+	for _, want := range []string{`id="measurements"`, "rank.add", "idgen.snowflake", "How cost grows with concurrency and with work",
+		"rank.add by workers — ", "rank.top by shards — ", "class=\"sizings\"", "arithmetic", "leaderboard"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
-	if n := strings.Count(html, `<svg class="chart"`); n != 2+2 {
-		t.Errorf("%d charts, want 2 distributions + 2 for the rank.add sweep", n)
+	if n := strings.Count(html, `<svg class="chart"`); n != 2+2+2 {
+		t.Errorf("%d charts, want 2 distributions + 2 for the rank.add sweep + 2 for rank.top by shards", n)
 	}
 	for _, remote := range []string{"src=", "href=", "@import", "url("} {
 		if strings.Contains(html, remote) {

@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	onlyArg := fs.String("only", "", "run only these comma-separated `measurements`, and plan only the loads they size")
 	allowEmbedded := fs.Bool("allow-embedded", false, "size machines from measurements made on embedded stand-ins (miniredis, SQLite) too")
 	htmlArg := fs.String("html", "", "also write the plan as a self-contained HTML `file` with latency charts, rerunning "+
-		strings.Join(sweepOps, " and ")+" (when selected) at "+fmt.Sprint(sweepWorkers)+" workers")
+		strings.Join(sweepOps, " and ")+" (when selected) at "+fmt.Sprint(sweepWorkers)+" workers, rank Top by shards (with rank.add) and a post's fan-out by followers (with feed.read)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
