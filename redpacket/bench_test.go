@@ -3,6 +3,7 @@ package redpacket_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,15 +51,15 @@ func BenchmarkOpen(b *testing.B) {
 	})
 }
 
-// The shape of a batch in BenchmarkOpenBatched: OpenMany decides up to 128
-// opens of one bucket in one script call, so a batch is callsPerBatch full
-// bucket calls in one pipeline, and inFlight batches are on the wire at once.
+// The shape of a batch in BenchmarkOpenBatched: OpenMany decides up to
+// OpensPerCall opens of one bucket in one script call, so a batch is
+// callsPerBatch full bucket calls in one pipeline, and inFlight batches are
+// on the wire at once.
 const (
-	perCall       = 128
 	callsPerBatch = 16
 	inFlight      = 4
 	sharesPer     = 500
-	buckets       = 256 // Config.Buckets' default: a packet's bucket is its id mod buckets
+	rawBuckets    = 256
 )
 
 // BenchmarkOpenBatched measures opens coalesced across packets and
@@ -90,7 +91,7 @@ func BenchmarkOpenBatched(b *testing.B) {
 			if _, err := pipe.Exec(ctx); err != nil {
 				b.Fatal(err)
 			}
-			return fullBatches(ids, n)
+			return fullBatches(ids, n, func(p int64) int { return int(p % rawBuckets) })
 		}, func(batch [][]redpacket.OpenRequest) error {
 			calls := make([]luascript.Call, len(batch))
 			for i, chunk := range batch {
@@ -118,7 +119,7 @@ func BenchmarkOpenBatched(b *testing.B) {
 	})
 	b.Run("impl=casebook", func(b *testing.B) {
 		measureOpens(b, r, func(n int) [][][]redpacket.OpenRequest {
-			return fullBatches(f.sendMany(b, (n+sharesPer-1)/sharesPer), n)
+			return fullBatches(f.sendMany(b, (n+sharesPer-1)/sharesPer), n, f.s.Bucket)
 		}, func(batch [][]redpacket.OpenRequest) error {
 			reqs := slices.Concat(batch...)
 			for i, res := range f.s.OpenMany(ctx, reqs) {
@@ -148,7 +149,7 @@ for i = 1, (#KEYS - 1) / 2 do
 end
 return out`)
 
-func bucketOf(packet int64) string { return "b" + strconv.FormatInt(packet%buckets, 10) }
+func bucketOf(packet int64) string { return "b" + strconv.FormatInt(packet%rawBuckets, 10) }
 
 func rawKeys(ns string, packet int64) (state, list string) {
 	p := ns + ":{" + bucketOf(packet) + "}:p:" + strconv.FormatInt(packet, 10)
@@ -192,20 +193,22 @@ func measureOpens(b *testing.B, r *testenv.Redis, prepare func(n int) [][][]redp
 }
 
 // fullBatches lays n opens of packets (sharesPer each, users u0, u1, …)
-// out in batches of callsPerBatch calls of perCall opens of one bucket,
-// each bucket's opens spread over its packets.
-func fullBatches(packets []int64, n int) [][][]redpacket.OpenRequest {
-	byBucket := make([][]redpacket.OpenRequest, buckets)
+// out in batches of callsPerBatch calls of OpensPerCall opens of one
+// bucket, each bucket's opens spread over its packets.
+func fullBatches(packets []int64, n int, bucket func(int64) int) [][][]redpacket.OpenRequest {
+	byBucket := map[int][]redpacket.OpenRequest{}
 	for u := range sharesPer {
 		for _, p := range packets {
-			byBucket[p%buckets] = append(byBucket[p%buckets], redpacket.OpenRequest{Packet: p, User: "u" + strconv.Itoa(u)})
+			byBucket[bucket(p)] = append(byBucket[bucket(p)], redpacket.OpenRequest{Packet: p, User: "u" + strconv.Itoa(u)})
 		}
 	}
+	order := slices.Sorted(maps.Keys(byBucket))
 	var out [][][]redpacket.OpenRequest
 	var batch [][]redpacket.OpenRequest
 	for n > 0 {
-		for i, q := range byBucket {
-			k := min(perCall, len(q), n)
+		for _, i := range order {
+			q := byBucket[i]
+			k := min(redpacket.OpensPerCall, len(q), n)
 			if k == 0 {
 				continue
 			}
