@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/kafka"
@@ -29,10 +33,16 @@ type fixture struct {
 // setup gives a service on 4 databases × 2 tables and the given Redis.
 func setup(t *testing.T, r *testenv.Redis, cfg redpacket.Config) *fixture {
 	t.Helper()
+	return setupOn(t, r, testenv.NewSQLs(t, 4), cfg)
+}
+
+// setupOn gives a service on dbs (4 databases) and r.
+func setupOn(t *testing.T, r *testenv.Redis, dbs []*sqlx.DB, cfg redpacket.Config) *fixture {
+	t.Helper()
 	clk := testenv.NewClock(start)
 	cfg.Namespace, cfg.Now, cfg.TablesPerDB = r.Namespace, clk.Now, 2
 	cfg.Buckets = max(cfg.Buckets, 16)
-	s, err := redpacket.New(r.Client, testenv.NewSQLs(t, 4), cfg)
+	s, err := redpacket.New(r.Client, dbs, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,4 +452,76 @@ func TestRedisCrashMidGrab(t *testing.T) {
 		t.Fatalf("after refunds: %+v", b)
 	}
 	t.Logf("books after a crash mid-grab: %+v", b)
+}
+
+// A Send whose Redis step fails after the SQL commit — Redis unreachable,
+// or every reply lost on the way back — says so, has debited the sender
+// once, and the same request sent again opens the packet and debits
+// nothing more: no money is missing at any point.
+func TestSendFailingHalfWayLosesNoMoney(t *testing.T) {
+	ctx := context.Background()
+	req := redpacket.SendRequest{Sender: "boss", RequestID: "half-way", Total: 6000, Count: 3}
+	// sendHalfWay sends req with broken, then again with f once Redis is
+	// back, and checks the money at each step.
+	sendHalfWay := func(t *testing.T, f *fixture, broken *redpacket.Service, heal func()) {
+		if err := f.s.Deposit(ctx, "boss", 10_000); err != nil {
+			t.Fatal(err)
+		}
+		p, err := broken.Send(ctx, req)
+		if err == nil || !strings.Contains(err.Error(), "recorded and paid for") || !strings.Contains(err.Error(), "same request id") || p.ID == 0 {
+			t.Fatalf("send with Redis failing: packet %d, %v", p.ID, err)
+		}
+		if bal, _ := f.s.Balance(ctx, "boss"); bal != 4000 {
+			t.Fatalf("balance %d after the half-way send, want 4000", bal)
+		}
+		if b := f.balanced(); b.Debited != 6000 || b.Open != 6000 {
+			t.Fatalf("the paid packet is missing from the books: %+v", b)
+		}
+		heal()
+		again, err := f.s.Send(ctx, req)
+		if err != nil || again.ID != p.ID {
+			t.Fatalf("retried send made %d (was %d): %v", again.ID, p.ID, err)
+		}
+		if bal, _ := f.s.Balance(ctx, "boss"); bal != 4000 {
+			t.Fatalf("the retried send debited again: balance %d", bal)
+		}
+		var opened int64
+		for u := range 3 {
+			v, err := f.s.Open(ctx, p.ID, fmt.Sprint("u", u))
+			if err != nil {
+				t.Fatal(err)
+			}
+			opened += v
+		}
+		if opened != 6000 {
+			t.Fatalf("the retried packet paid %d of 6000", opened)
+		}
+		f.deliver(nil)
+		if b := f.balanced(); b.Debited != 6000 || b.Claimed != 6000 || b.Open != 0 {
+			t.Fatalf("after the claims: %+v", b)
+		}
+	}
+	t.Run("redis unreachable", func(t *testing.T) {
+		r := testenv.NewRedis(t)
+		dbs := testenv.NewSQLs(t, 4)
+		closed := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+		closed.Close()
+		broken := setupOn(t, &testenv.Redis{Client: closed, Namespace: r.Namespace, Kind: r.Kind}, dbs, redpacket.Config{})
+		f := setupOn(t, r, dbs, redpacket.Config{})
+		sendHalfWay(t, f, broken.s, func() {
+			p, _, _ := f.s.Sent(ctx, "boss", "", 1)
+			if err := f.s.Grab(ctx, p[0].ID, "u0"); !errors.Is(err, redpacket.ErrNotFound) {
+				t.Fatalf("the packet is open before the retry: %v", err)
+			}
+		})
+	})
+	t.Run("reply lost", func(t *testing.T) {
+		r, proxy := testenv.NewLossyRedis(t)
+		f := setup(t, r, redpacket.Config{})
+		proxy.DropReplies(10) // more than go-redis' retries: the call fails, though Redis may have acted
+		sendHalfWay(t, f, f.s, func() { proxy.DropReplies(0) })
+		if proxy.Cuts() == 0 {
+			t.Fatal("no reply was lost")
+		}
+	})
 }
