@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -524,4 +525,174 @@ func TestSendFailingHalfWayLosesNoMoney(t *testing.T) {
 			t.Fatal("no reply was lost")
 		}
 	})
+}
+
+// pageAll pages through a history n at a time and returns the pages' sizes
+// and their items' packet ids in order.
+func pageAll[T any](t *testing.T, n int, page func(cursor string, n int) ([]T, string, error), id func(T) int64) (sizes []int, ids []int64) {
+	t.Helper()
+	for cursor := ""; ; {
+		items, next, err := page(cursor, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(items))
+		for _, it := range items {
+			ids = append(ids, id(it))
+		}
+		if next == "" {
+			return sizes, ids
+		}
+		if len(sizes) > 100 {
+			t.Fatal("the cursor never ends")
+		}
+		cursor = next
+	}
+}
+
+// Sent and Received page by cursor through one user's history, newest
+// first, without another user's rows; an exact last page is followed by
+// an empty one that ends.
+func TestHistoryPages(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), redpacket.Config{})
+	var newestFirst []int64
+	got := map[int64]int64{} // packet → carol's share
+	for range 7 {
+		p := f.send("alice", 1000, 2, redpacket.Random)
+		newestFirst = append([]int64{p.ID}, newestFirst...)
+		f.send("bob", 1000, 2, redpacket.Random)
+		v, err := f.s.Open(ctx, p.ID, "carol")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[p.ID] = v
+	}
+	f.deliver(nil)
+	sent := func(cursor string, n int) ([]redpacket.Packet, string, error) {
+		return f.s.Sent(ctx, "alice", cursor, n)
+	}
+	packetID := func(p redpacket.Packet) int64 { return p.ID }
+	sizes, ids := pageAll(t, 3, sent, packetID)
+	if fmt.Sprint(sizes) != "[3 3 1]" || fmt.Sprint(ids) != fmt.Sprint(newestFirst) {
+		t.Fatalf("sent pages %v of %v, want [3 3 1] of %v", sizes, ids, newestFirst)
+	}
+	if sizes, ids = pageAll(t, 7, sent, packetID); fmt.Sprint(sizes) != "[7 0]" || len(ids) != 7 {
+		t.Fatalf("sent in pages of 7: %v", sizes)
+	}
+	var received []redpacket.Claim
+	sizes, ids = pageAll(t, 3, func(cursor string, n int) ([]redpacket.Claim, string, error) {
+		cs, next, err := f.s.Received(ctx, "carol", cursor, n)
+		received = append(received, cs...)
+		return cs, next, err
+	}, func(c redpacket.Claim) int64 { return c.Packet })
+	if fmt.Sprint(sizes) != "[3 3 1]" || fmt.Sprint(ids) != fmt.Sprint(newestFirst) {
+		t.Fatalf("received pages %v of %v, want [3 3 1] of %v", sizes, ids, newestFirst)
+	}
+	for _, c := range received {
+		if c.User != "carol" || c.Amount != got[c.Packet] {
+			t.Fatalf("received %+v, opened %d", c, got[c.Packet])
+		}
+	}
+	if cs, next, err := f.s.Received(ctx, "alice", "", 10); len(cs) != 0 || next != "" || err != nil {
+		t.Fatalf("alice received %v, %q, %v", cs, next, err)
+	}
+	for _, bad := range []struct {
+		cursor string
+		n      int
+	}{{"", 0}, {"", 101}, {"!", 3}, {"-5", 3}} {
+		if _, _, err := f.s.Sent(ctx, "alice", bad.cursor, bad.n); !errors.Is(err, redpacket.ErrInvalid) {
+			t.Errorf("sent %+v: %v", bad, err)
+		}
+		if _, _, err := f.s.Received(ctx, "carol", bad.cursor, bad.n); !errors.Is(err, redpacket.ErrInvalid) {
+			t.Errorf("received %+v: %v", bad, err)
+		}
+	}
+}
+
+// Archive moves refunded packets past the retention, batch at a time per
+// table, while sends go on; afterwards Get, Detail, Sent and Audit find
+// the archived packets as they were, and open packets stay hot.
+func TestArchive(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), redpacket.Config{})
+	var old []redpacket.Packet
+	for range 5 {
+		p := f.send("alice", 4000, 4, redpacket.Random)
+		for u := range 2 {
+			if _, err := f.s.Open(ctx, p.ID, fmt.Sprint("u", u)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old = append(old, p)
+	}
+	f.deliver(nil)
+	f.clk.Add(25 * time.Hour)
+	if n, fenced, err := f.s.RefundDue(ctx, 100); n != 5 || fenced != 0 || err != nil {
+		t.Fatalf("refunded %d, fenced %d: %v", n, fenced, err)
+	}
+	details := map[int64]redpacket.Detail{}
+	for _, p := range old {
+		d, err := f.s.Detail(ctx, p.ID)
+		if err != nil || d.Packet.Status != redpacket.StatusRefunded || d.Packet.Refund == 0 {
+			t.Fatalf("before archive: %+v, %v", d.Packet, err)
+		}
+		details[p.ID] = d
+	}
+	hot := f.send("alice", 1000, 2, redpacket.Random) // open: stays
+	books := f.balanced()
+
+	// Alice sends on while her refunded packets, all in her shard's table,
+	// move two at a time.
+	const during = 10
+	if err := f.s.Deposit(ctx, "alice", during*100); err != nil {
+		t.Fatal(err)
+	}
+	sends := make(chan error, during)
+	go func() {
+		for i := range during {
+			_, err := f.s.Send(ctx, redpacket.SendRequest{Sender: "alice", RequestID: fmt.Sprint("during-", i), Total: 100, Count: 1})
+			sends <- err
+		}
+		close(sends)
+	}()
+	var moved []int
+	for {
+		n, err := f.s.Archive(ctx, f.clk.Now(), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved = append(moved, n)
+		if n == 0 {
+			break
+		}
+	}
+	if fmt.Sprint(moved) != "[2 2 1 0]" {
+		t.Fatalf("archive batches moved %v, want [2 2 1 0]", moved)
+	}
+	for err := range sends {
+		if err != nil {
+			t.Fatalf("a send during the archive: %v", err)
+		}
+	}
+
+	for _, p := range old {
+		d, err := f.s.Detail(ctx, p.ID)
+		if err != nil || !reflect.DeepEqual(d, details[p.ID]) {
+			t.Fatalf("archived packet %d: %+v, %v; was %+v", p.ID, d, err, details[p.ID])
+		}
+	}
+	if p, err := f.s.Get(ctx, hot.ID); err != nil || p.Status != redpacket.StatusOpen {
+		t.Fatalf("open packet after archive: %+v, %v", p, err)
+	}
+	_, ids := pageAll(t, 4, func(cursor string, n int) ([]redpacket.Packet, string, error) {
+		return f.s.Sent(ctx, "alice", cursor, n)
+	},
+		func(p redpacket.Packet) int64 { return p.ID })
+	if len(ids) != len(old)+1+during {
+		t.Fatalf("alice's history has %d packets after the archive, want %d", len(ids), len(old)+1+during)
+	}
+	if b := f.balanced(); b.Debited != books.Debited+during*100 || b.Refunded != books.Refunded || b.Claimed != books.Claimed {
+		t.Fatalf("books after archive %+v, before %+v", b, books)
+	}
 }
