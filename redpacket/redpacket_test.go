@@ -2,6 +2,7 @@ package redpacket_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -134,9 +135,11 @@ func (f *fixture) balanced() redpacket.Books {
 }
 
 // Many packets, each with a crowd of concurrent openers (several opening
-// twice): every packet's shares are exact to the fen, nobody gets two
-// shares of one packet, no share is 0; after the relay the SQL ledger
-// equals Redis, and the expiry refunds make the books balance.
+// twice; some packets have more shares than openers): every packet's
+// shares are exact to the fen, nobody gets two shares of one packet, no
+// share is 0 or reaches twice the mean of what was left at its draw; after
+// the relay the SQL ledger equals Redis, and the expiry refunds are exactly
+// what the openers left, so the books balance.
 func TestConcurrentOpensExact(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
 		ctx := context.Background()
@@ -146,6 +149,9 @@ func TestConcurrentOpensExact(t *testing.T) {
 		var ps []redpacket.Packet
 		for i := range packets {
 			count := 1 + rng.IntN(120)
+			if i%8 == 0 { // more shares than openers: partly claimed, refunded
+				count = openers + 1 + rng.IntN(200)
+			}
 			ps = append(ps, f.send(fmt.Sprint("sender", i%7), int64(count)+rng.Int64N(50_000), count, redpacket.Random))
 		}
 		got := make([]map[string]int64, packets) // packet → user → share
@@ -195,7 +201,18 @@ func TestConcurrentOpensExact(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		claimed := make([]int64, packets) // what the openers took: the first shares drawn
+		var refunds int64
 		for i, p := range ps {
+			var shares []int64
+			if err := json.Unmarshal([]byte(p.Shares), &shares); err != nil {
+				t.Fatal(err)
+			}
+			n := min(p.Count, openers)
+			for _, v := range shares[:n] {
+				claimed[i] += v
+			}
+			refunds += p.Total - claimed[i]
 			var sum int64
 			for _, v := range got[i] {
 				if v < 1 {
@@ -203,9 +220,12 @@ func TestConcurrentOpensExact(t *testing.T) {
 				}
 				sum += v
 			}
-			if sum != p.Total || len(got[i]) != p.Count {
-				t.Fatalf("packet %d: %d shares summing to %d, want %d summing to %d", p.ID, len(got[i]), sum, p.Count, p.Total)
+			if sum != claimed[i] || len(got[i]) != n {
+				t.Fatalf("packet %d: %d shares summing to %d, want %d summing to %d", p.ID, len(got[i]), sum, n, claimed[i])
 			}
+		}
+		if refunds == 0 {
+			t.Fatal("every packet was used up: no refund to check")
 		}
 		f.deliver(nil)
 		for i, p := range ps {
@@ -213,21 +233,31 @@ func TestConcurrentOpensExact(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(d.Claims) != len(got[i]) || d.Packet.ClaimedAmount != p.Total || d.Luckiest == nil {
-				t.Fatalf("packet %d: SQL has %d claims, %d fen; Redis gave %d", p.ID, len(d.Claims), d.Packet.ClaimedAmount, len(got[i]))
+			if len(d.Claims) != len(got[i]) || d.Packet.ClaimedAmount != claimed[i] || d.Luckiest == nil {
+				t.Fatalf("packet %d: SQL has %d claims, %d fen; Redis gave %d, %d fen", p.ID, len(d.Claims), d.Packet.ClaimedAmount, len(got[i]), claimed[i])
 			}
-			for _, c := range d.Claims {
+			left := p.Total // before the claim's draw
+			for k, c := range d.Claims {
 				if got[i][c.User] != c.Amount {
 					t.Fatalf("packet %d: SQL says %s got %d, Redis said %d", p.ID, c.User, c.Amount, got[i][c.User])
 				}
+				if c.Index != k+1 || c.Amount*int64(p.Count-k) >= 2*left {
+					t.Fatalf("packet %d: draw %d (index %d) of %d fen with %d fen left for %d shares: not below twice the mean", p.ID, k+1, c.Index, c.Amount, left, p.Count-k)
+				}
+				left -= c.Amount
 			}
 		}
 		f.clk.Add(25 * time.Hour)
 		if n, fenced, err := f.s.RefundDue(ctx, 1000); err != nil || fenced != 0 || n != packets {
 			t.Fatalf("refunded %d, fenced %d: %v", n, fenced, err)
 		}
-		if b := f.balanced(); b.Refunded != 0 || b.Open != 0 {
-			t.Fatalf("fully claimed packets refunded %d, %d open", b.Refunded, b.Open)
+		for i, p := range ps {
+			if got, err := f.s.Get(ctx, p.ID); err != nil || got.Refund != p.Total-claimed[i] {
+				t.Fatalf("packet %d refunded %d, want %d: %v", p.ID, got.Refund, p.Total-claimed[i], err)
+			}
+		}
+		if b := f.balanced(); b.Refunded != refunds || b.Open != 0 {
+			t.Fatalf("refunded %d, want %d; %d open", b.Refunded, refunds, b.Open)
 		}
 	})
 }
