@@ -40,6 +40,7 @@ func measurements() []Measurement {
 		withBaseline(seckillSoldOut(), "seckill.buy.batched"),
 		withBaseline(seckillOrders(), "order.create"),
 		withBaseline(redpacketOpen(), "redis.set"),
+		withBaseline(redpacketOpenBatched(), "redpacket.grab"),
 		withBaseline(feedRead(), "redis.set"),
 		hotlistEvents(), hotlistReads(),
 	}

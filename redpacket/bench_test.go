@@ -3,11 +3,17 @@ package redpacket_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/casebook-dev/casebook/internal/luascript"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/redpacket"
 )
@@ -45,29 +51,203 @@ func BenchmarkOpen(b *testing.B) {
 	})
 }
 
-// BenchmarkOpenBatched: opens coalesced across packets — 2,000 per
-// OpenMany, one script call per bucket, all in one pipeline — on one Redis.
+// The shape of a batch in BenchmarkOpenBatched: OpenMany decides up to
+// OpensPerCall opens of one bucket in one script call, so a batch is
+// callsPerBatch full bucket calls in one pipeline, and inFlight batches are
+// on the wire at once.
+const (
+	callsPerBatch = 16
+	inFlight      = 4
+	sharesPer     = 500
+	rawBuckets    = 256
+)
+
+// BenchmarkOpenBatched measures opens coalesced across packets and
+// pipelined on one Redis: each OpenMany carries callsPerBatch buckets' 128
+// opens, each bucket's opens spread over its packets, every open a new
+// claim (a fresh user on a packet with shares left). Beside it, raw: the
+// same batches as pipelined EVALSHAs of a minimal script (pop a share, record
+// it in a hash). It reports opens/s and, where the server keeps
+// commandstats, the server's script time per open.
 func BenchmarkOpenBatched(b *testing.B) {
 	ctx := context.Background()
-	f := setupB(b, testenv.NewRedis(b))
-	ids := f.packets(b, 2000)
-	var n atomic.Int64
-	b.ResetTimer()
+	r := testenv.NewRedis(b)
+	f := setupB(b, r)
+	b.Run("impl=raw", func(b *testing.B) {
+		round := 0
+		measureOpens(b, r, func(n int) [][][]redpacket.OpenRequest {
+			round++
+			ids := make([]int64, (n+sharesPer-1)/sharesPer)
+			pipe := r.Client.Pipeline()
+			for i := range ids {
+				ids[i] = int64(round)<<32 | int64(i+1)
+				_, list := rawKeys(r.Namespace, ids[i])
+				shares := make([]any, sharesPer)
+				for j := range shares {
+					shares[j] = strconv.Itoa(j+1) + ":100"
+				}
+				pipe.RPush(ctx, list, shares...)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+			return fullBatches(ids, n, func(p int64) int { return int(p % rawBuckets) })
+		}, func(batch [][]redpacket.OpenRequest) error {
+			calls := make([]luascript.Call, len(batch))
+			for i, chunk := range batch {
+				keys := []string{r.Namespace + ":{" + bucketOf(chunk[0].Packet) + "}:outbox"}
+				args := []any{start.UnixMilli()}
+				for _, o := range chunk {
+					state, list := rawKeys(r.Namespace, o.Packet)
+					keys = append(keys, state, list)
+					args = append(args, o.User, o.Packet)
+				}
+				calls[i] = luascript.Call{Script: minimalOpen, Keys: keys, Args: args}
+			}
+			cmds, err := luascript.RunAll(ctx, r.Client, calls)
+			if err != nil {
+				return err
+			}
+			for i, cmd := range cmds {
+				got, err := cmd.Int64Slice()
+				if err != nil || len(got) != len(batch[i]) || slices.Contains(got, 0) {
+					return fmt.Errorf("raw open: %v %v", got, err)
+				}
+			}
+			return nil
+		})
+	})
+	b.Run("impl=casebook", func(b *testing.B) {
+		measureOpens(b, r, func(n int) [][][]redpacket.OpenRequest {
+			return fullBatches(f.sendMany(b, (n+sharesPer-1)/sharesPer), n, f.s.Bucket)
+		}, func(batch [][]redpacket.OpenRequest) error {
+			reqs := slices.Concat(batch...)
+			for i, res := range f.s.OpenMany(ctx, reqs) {
+				if res.Err != nil || res.Amount < 1 {
+					return fmt.Errorf("open %+v: %d, %w", reqs[i], res.Amount, res.Err)
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// minimalOpen is the least an open of a batch could do: pop a share and
+// record it under the user.
+var minimalOpen = redis.NewScript(`
+-- KEYS[1] unused (the outbox, for the same shape as open.lua); then for
+-- open i: KEYS[2i] a hash, KEYS[2i+1] a list of shares
+-- ARGV[1] unused; then for open i: ARGV[2i] user, ARGV[2i+1] unused
+local out = {}
+for i = 1, (#KEYS - 1) / 2 do
+  local item = redis.call('LPOP', KEYS[2 * i + 1])
+  out[i] = 0
+  if item then
+    redis.call('HSET', KEYS[2 * i], 'u:' .. ARGV[2 * i], item)
+    out[i] = 1
+  end
+end
+return out`)
+
+func bucketOf(packet int64) string { return "b" + strconv.FormatInt(packet%rawBuckets, 10) }
+
+func rawKeys(ns string, packet int64) (state, list string) {
+	p := ns + ":{" + bucketOf(packet) + "}:p:" + strconv.FormatInt(packet, 10)
+	return p, p + ":shares"
+}
+
+// measureOpens times b.N opens in batches: prepare, untimed and on an empty
+// namespace, returns the batches (each a list of one bucket's opens per
+// script call); open runs one batch, inFlight at once, and any error fails
+// the benchmark.
+func measureOpens(b *testing.B, r *testenv.Redis, prepare func(n int) [][][]redpacket.OpenRequest, open func([][]redpacket.OpenRequest) error) {
+	ctx := context.Background()
+	if err := testenv.DeleteKeys(ctx, r.Client, r.Namespace+"*"); err != nil { // the last round's packets and outbox
+		b.Fatal(err)
+	}
+	batches := prepare(b.N)
+	usec, stats := scriptUsec(ctx, r.Client)
 	b.ReportAllocs()
-	b.SetParallelism(2)
-	b.RunParallel(func(pb *testing.PB) {
-		reqs := make([]redpacket.OpenRequest, 0, 2000)
-		for pb.Next() {
-			i := n.Add(1)
-			reqs = append(reqs, redpacket.OpenRequest{Packet: ids[i%int64(len(ids))], User: fmt.Sprint("u", i)})
-			if len(reqs) == cap(reqs) {
-				f.s.OpenMany(ctx, reqs)
-				reqs = reqs[:0]
+	b.ResetTimer()
+	var next atomic.Int64
+	var g errgroup.Group
+	for range inFlight {
+		g.Go(func() error {
+			for i := next.Add(1) - 1; i < int64(len(batches)); i = next.Add(1) - 1 {
+				if err := open(batches[i]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	err := g.Wait()
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "opens/s")
+	if after, ok := scriptUsec(ctx, r.Client); ok && stats {
+		b.ReportMetric((after-usec)/float64(b.N), "server-µs/open")
+	}
+}
+
+// fullBatches lays n opens of packets (sharesPer each, users u0, u1, …)
+// out in batches of callsPerBatch calls of OpensPerCall opens of one
+// bucket, each bucket's opens spread over its packets.
+func fullBatches(packets []int64, n int, bucket func(int64) int) [][][]redpacket.OpenRequest {
+	byBucket := map[int][]redpacket.OpenRequest{}
+	for u := range sharesPer {
+		for _, p := range packets {
+			byBucket[bucket(p)] = append(byBucket[bucket(p)], redpacket.OpenRequest{Packet: p, User: "u" + strconv.Itoa(u)})
+		}
+	}
+	order := slices.Sorted(maps.Keys(byBucket))
+	var out [][][]redpacket.OpenRequest
+	var batch [][]redpacket.OpenRequest
+	for n > 0 {
+		for _, i := range order {
+			q := byBucket[i]
+			k := min(redpacket.OpensPerCall, len(q), n)
+			if k == 0 {
+				continue
+			}
+			batch, byBucket[i], n = append(batch, q[:k]), q[k:], n-k
+			if len(batch) == callsPerBatch {
+				out, batch = append(out, batch), nil
 			}
 		}
-		f.s.OpenMany(ctx, reqs)
-	})
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "opens/s")
+	}
+	if batch != nil {
+		out = append(out, batch)
+	}
+	return out
+}
+
+// scriptUsec is the server's total time in EVALSHA and EVAL, in µs, from
+// INFO commandstats; false where the server keeps none.
+func scriptUsec(ctx context.Context, c redis.UniversalClient) (float64, bool) {
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, false
+	}
+	var usec float64
+	found := false
+	for line := range strings.Lines(info) {
+		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+			rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd)
+			if !ok {
+				continue
+			}
+			for kv := range strings.SplitSeq(rest, ",") {
+				if v, ok := strings.CutPrefix(kv, "usec="); ok {
+					f, _ := strconv.ParseFloat(v, 64)
+					usec, found = usec+f, true
+				}
+			}
+		}
+	}
+	return usec, found
 }
 
 func setupB(b *testing.B, r *testenv.Redis) *fixture {
@@ -99,5 +279,31 @@ func (f *fixture) packets(b *testing.B, n int) []int64 {
 		ids[i] = p.ID
 	}
 	b.ResetTimer()
+	return ids
+}
+
+var senders atomic.Int64
+
+// sendMany sends n packets of sharesPer shares, eight at a time, from
+// senders never used before.
+func (f *fixture) sendMany(b *testing.B, n int) []int64 {
+	ctx := context.Background()
+	ids := make([]int64, n)
+	var g errgroup.Group
+	g.SetLimit(8)
+	for i := range ids {
+		g.Go(func() error {
+			sender := "s" + strconv.FormatInt(senders.Add(1), 10)
+			if err := f.s.Deposit(ctx, sender, 500_000); err != nil {
+				return err
+			}
+			p, err := f.s.Send(ctx, redpacket.SendRequest{Sender: sender, RequestID: "r", Total: 500_000, Count: sharesPer})
+			ids[i] = p.ID
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
 	return ids
 }

@@ -71,13 +71,19 @@ func (s *Service) Open(ctx context.Context, packet int64, user string) (int64, e
 	return r.Amount, r.Err
 }
 
-// maxPerCall bounds the opens one script call decides, so one call never
+// OpensPerCall bounds the opens one script call decides, so one call never
 // holds a Redis shard for long.
-const maxPerCall = 128
+const OpensPerCall = 128
+
+// Bucket is the bucket of packet's keys, 0 ≤ Bucket < Config.Buckets. A
+// caller coalescing opens for OpenMany fills its script calls by grouping
+// them by bucket, OpensPerCall at a time.
+func (s *Service) Bucket(packet int64) int { return int(uint64(packet) % uint64(s.cfg.Buckets)) }
 
 // OpenMany opens many packets at once: the opens of one bucket go in one
-// script call (up to 128), and every call is sent in one pipeline, so a
-// batch costs one round trip. Results are in the order of reqs.
+// script call (up to OpensPerCall), and every call is sent in one
+// pipeline, so a batch costs one round trip. Results are in the order of
+// reqs.
 func (s *Service) OpenMany(ctx context.Context, reqs []OpenRequest) []OpenResult {
 	res := make([]OpenResult, len(reqs))
 	type call struct {
@@ -99,7 +105,7 @@ func (s *Service) OpenMany(ctx context.Context, reqs []OpenRequest) []OpenResult
 		}
 		tag := s.bucketTag(r.Packet)
 		c := open[tag]
-		if c == nil || len(c.pos) == maxPerCall {
+		if c == nil || len(c.pos) == OpensPerCall {
 			c = &call{keys: []string{s.outboxOf(r.Packet)}, args: []any{now}}
 			open[tag] = c
 			calls = append(calls, c)

@@ -152,7 +152,7 @@ func (s *Service) shardOfPacket(id int64) shard.Shard  { return s.router.ByGene(
 
 // bucketTag is the hash tag of a packet's keys and its bucket's outbox.
 func (s *Service) bucketTag(id int64) string {
-	return "b" + strconv.Itoa(int(uint64(id)%uint64(s.cfg.Buckets)))
+	return "b" + strconv.Itoa(s.Bucket(id))
 }
 
 // packetKeys are a packet's Redis keys: its state hash (expiry, recipient,

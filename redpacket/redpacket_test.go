@@ -2,12 +2,18 @@ package redpacket_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/kafka"
@@ -29,10 +35,16 @@ type fixture struct {
 // setup gives a service on 4 databases × 2 tables and the given Redis.
 func setup(t *testing.T, r *testenv.Redis, cfg redpacket.Config) *fixture {
 	t.Helper()
+	return setupOn(t, r, testenv.NewSQLs(t, 4), cfg)
+}
+
+// setupOn gives a service on dbs (4 databases) and r.
+func setupOn(t *testing.T, r *testenv.Redis, dbs []*sqlx.DB, cfg redpacket.Config) *fixture {
+	t.Helper()
 	clk := testenv.NewClock(start)
 	cfg.Namespace, cfg.Now, cfg.TablesPerDB = r.Namespace, clk.Now, 2
 	cfg.Buckets = max(cfg.Buckets, 16)
-	s, err := redpacket.New(r.Client, testenv.NewSQLs(t, 4), cfg)
+	s, err := redpacket.New(r.Client, dbs, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,9 +135,11 @@ func (f *fixture) balanced() redpacket.Books {
 }
 
 // Many packets, each with a crowd of concurrent openers (several opening
-// twice): every packet's shares are exact to the fen, nobody gets two
-// shares of one packet, no share is 0; after the relay the SQL ledger
-// equals Redis, and the expiry refunds make the books balance.
+// twice; some packets have more shares than openers): every packet's
+// shares are exact to the fen, nobody gets two shares of one packet, no
+// share is 0 or reaches twice the mean of what was left at its draw; after
+// the relay the SQL ledger equals Redis, and the expiry refunds are exactly
+// what the openers left, so the books balance.
 func TestConcurrentOpensExact(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
 		ctx := context.Background()
@@ -135,6 +149,9 @@ func TestConcurrentOpensExact(t *testing.T) {
 		var ps []redpacket.Packet
 		for i := range packets {
 			count := 1 + rng.IntN(120)
+			if i%8 == 0 { // more shares than openers: partly claimed, refunded
+				count = openers + 1 + rng.IntN(200)
+			}
 			ps = append(ps, f.send(fmt.Sprint("sender", i%7), int64(count)+rng.Int64N(50_000), count, redpacket.Random))
 		}
 		got := make([]map[string]int64, packets) // packet → user → share
@@ -184,7 +201,18 @@ func TestConcurrentOpensExact(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		claimed := make([]int64, packets) // what the openers took: the first shares drawn
+		var refunds int64
 		for i, p := range ps {
+			var shares []int64
+			if err := json.Unmarshal([]byte(p.Shares), &shares); err != nil {
+				t.Fatal(err)
+			}
+			n := min(p.Count, openers)
+			for _, v := range shares[:n] {
+				claimed[i] += v
+			}
+			refunds += p.Total - claimed[i]
 			var sum int64
 			for _, v := range got[i] {
 				if v < 1 {
@@ -192,9 +220,12 @@ func TestConcurrentOpensExact(t *testing.T) {
 				}
 				sum += v
 			}
-			if sum != p.Total || len(got[i]) != p.Count {
-				t.Fatalf("packet %d: %d shares summing to %d, want %d summing to %d", p.ID, len(got[i]), sum, p.Count, p.Total)
+			if sum != claimed[i] || len(got[i]) != n {
+				t.Fatalf("packet %d: %d shares summing to %d, want %d summing to %d", p.ID, len(got[i]), sum, n, claimed[i])
 			}
+		}
+		if refunds == 0 {
+			t.Fatal("every packet was used up: no refund to check")
 		}
 		f.deliver(nil)
 		for i, p := range ps {
@@ -202,21 +233,31 @@ func TestConcurrentOpensExact(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(d.Claims) != len(got[i]) || d.Packet.ClaimedAmount != p.Total || d.Luckiest == nil {
-				t.Fatalf("packet %d: SQL has %d claims, %d fen; Redis gave %d", p.ID, len(d.Claims), d.Packet.ClaimedAmount, len(got[i]))
+			if len(d.Claims) != len(got[i]) || d.Packet.ClaimedAmount != claimed[i] || d.Luckiest == nil {
+				t.Fatalf("packet %d: SQL has %d claims, %d fen; Redis gave %d, %d fen", p.ID, len(d.Claims), d.Packet.ClaimedAmount, len(got[i]), claimed[i])
 			}
-			for _, c := range d.Claims {
+			left := p.Total // before the claim's draw
+			for k, c := range d.Claims {
 				if got[i][c.User] != c.Amount {
 					t.Fatalf("packet %d: SQL says %s got %d, Redis said %d", p.ID, c.User, c.Amount, got[i][c.User])
 				}
+				if c.Index != k+1 || c.Amount*int64(p.Count-k) >= 2*left {
+					t.Fatalf("packet %d: draw %d (index %d) of %d fen with %d fen left for %d shares: not below twice the mean", p.ID, k+1, c.Index, c.Amount, left, p.Count-k)
+				}
+				left -= c.Amount
 			}
 		}
 		f.clk.Add(25 * time.Hour)
 		if n, fenced, err := f.s.RefundDue(ctx, 1000); err != nil || fenced != 0 || n != packets {
 			t.Fatalf("refunded %d, fenced %d: %v", n, fenced, err)
 		}
-		if b := f.balanced(); b.Refunded != 0 || b.Open != 0 {
-			t.Fatalf("fully claimed packets refunded %d, %d open", b.Refunded, b.Open)
+		for i, p := range ps {
+			if got, err := f.s.Get(ctx, p.ID); err != nil || got.Refund != p.Total-claimed[i] {
+				t.Fatalf("packet %d refunded %d, want %d: %v", p.ID, got.Refund, p.Total-claimed[i], err)
+			}
+		}
+		if b := f.balanced(); b.Refunded != refunds || b.Open != 0 {
+			t.Fatalf("refunded %d, want %d; %d open", b.Refunded, refunds, b.Open)
 		}
 	})
 }
@@ -442,4 +483,246 @@ func TestRedisCrashMidGrab(t *testing.T) {
 		t.Fatalf("after refunds: %+v", b)
 	}
 	t.Logf("books after a crash mid-grab: %+v", b)
+}
+
+// A Send whose Redis step fails after the SQL commit — Redis unreachable,
+// or every reply lost on the way back — says so, has debited the sender
+// once, and the same request sent again opens the packet and debits
+// nothing more: no money is missing at any point.
+func TestSendFailingHalfWayLosesNoMoney(t *testing.T) {
+	ctx := context.Background()
+	req := redpacket.SendRequest{Sender: "boss", RequestID: "half-way", Total: 6000, Count: 3}
+	// sendHalfWay sends req with broken, then again with f once Redis is
+	// back, and checks the money at each step.
+	sendHalfWay := func(t *testing.T, f *fixture, broken *redpacket.Service, heal func()) {
+		if err := f.s.Deposit(ctx, "boss", 10_000); err != nil {
+			t.Fatal(err)
+		}
+		p, err := broken.Send(ctx, req)
+		if err == nil || !strings.Contains(err.Error(), "recorded and paid for") || !strings.Contains(err.Error(), "same request id") || p.ID == 0 {
+			t.Fatalf("send with Redis failing: packet %d, %v", p.ID, err)
+		}
+		if bal, _ := f.s.Balance(ctx, "boss"); bal != 4000 {
+			t.Fatalf("balance %d after the half-way send, want 4000", bal)
+		}
+		if b := f.balanced(); b.Debited != 6000 || b.Open != 6000 {
+			t.Fatalf("the paid packet is missing from the books: %+v", b)
+		}
+		heal()
+		again, err := f.s.Send(ctx, req)
+		if err != nil || again.ID != p.ID {
+			t.Fatalf("retried send made %d (was %d): %v", again.ID, p.ID, err)
+		}
+		if bal, _ := f.s.Balance(ctx, "boss"); bal != 4000 {
+			t.Fatalf("the retried send debited again: balance %d", bal)
+		}
+		var opened int64
+		for u := range 3 {
+			v, err := f.s.Open(ctx, p.ID, fmt.Sprint("u", u))
+			if err != nil {
+				t.Fatal(err)
+			}
+			opened += v
+		}
+		if opened != 6000 {
+			t.Fatalf("the retried packet paid %d of 6000", opened)
+		}
+		f.deliver(nil)
+		if b := f.balanced(); b.Debited != 6000 || b.Claimed != 6000 || b.Open != 0 {
+			t.Fatalf("after the claims: %+v", b)
+		}
+	}
+	t.Run("redis unreachable", func(t *testing.T) {
+		r := testenv.NewRedis(t)
+		dbs := testenv.NewSQLs(t, 4)
+		closed := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+		closed.Close()
+		broken := setupOn(t, &testenv.Redis{Client: closed, Namespace: r.Namespace, Kind: r.Kind}, dbs, redpacket.Config{})
+		f := setupOn(t, r, dbs, redpacket.Config{})
+		sendHalfWay(t, f, broken.s, func() {
+			p, _, _ := f.s.Sent(ctx, "boss", "", 1)
+			if err := f.s.Grab(ctx, p[0].ID, "u0"); !errors.Is(err, redpacket.ErrNotFound) {
+				t.Fatalf("the packet is open before the retry: %v", err)
+			}
+		})
+	})
+	t.Run("reply lost", func(t *testing.T) {
+		r, proxy := testenv.NewLossyRedis(t)
+		f := setup(t, r, redpacket.Config{})
+		proxy.DropReplies(10) // more than go-redis' retries: the call fails, though Redis may have acted
+		sendHalfWay(t, f, f.s, func() { proxy.DropReplies(0) })
+		if proxy.Cuts() == 0 {
+			t.Fatal("no reply was lost")
+		}
+	})
+}
+
+// pageAll pages through a history n at a time and returns the pages' sizes
+// and their items' packet ids in order.
+func pageAll[T any](t *testing.T, n int, page func(cursor string, n int) ([]T, string, error), id func(T) int64) (sizes []int, ids []int64) {
+	t.Helper()
+	for cursor := ""; ; {
+		items, next, err := page(cursor, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(items))
+		for _, it := range items {
+			ids = append(ids, id(it))
+		}
+		if next == "" {
+			return sizes, ids
+		}
+		if len(sizes) > 100 {
+			t.Fatal("the cursor never ends")
+		}
+		cursor = next
+	}
+}
+
+// Sent and Received page by cursor through one user's history, newest
+// first, without another user's rows; an exact last page is followed by
+// an empty one that ends.
+func TestHistoryPages(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), redpacket.Config{})
+	var newestFirst []int64
+	got := map[int64]int64{} // packet → carol's share
+	for range 7 {
+		p := f.send("alice", 1000, 2, redpacket.Random)
+		newestFirst = append([]int64{p.ID}, newestFirst...)
+		f.send("bob", 1000, 2, redpacket.Random)
+		v, err := f.s.Open(ctx, p.ID, "carol")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[p.ID] = v
+	}
+	f.deliver(nil)
+	sent := func(cursor string, n int) ([]redpacket.Packet, string, error) {
+		return f.s.Sent(ctx, "alice", cursor, n)
+	}
+	packetID := func(p redpacket.Packet) int64 { return p.ID }
+	sizes, ids := pageAll(t, 3, sent, packetID)
+	if fmt.Sprint(sizes) != "[3 3 1]" || fmt.Sprint(ids) != fmt.Sprint(newestFirst) {
+		t.Fatalf("sent pages %v of %v, want [3 3 1] of %v", sizes, ids, newestFirst)
+	}
+	if sizes, ids = pageAll(t, 7, sent, packetID); fmt.Sprint(sizes) != "[7 0]" || len(ids) != 7 {
+		t.Fatalf("sent in pages of 7: %v", sizes)
+	}
+	var received []redpacket.Claim
+	sizes, ids = pageAll(t, 3, func(cursor string, n int) ([]redpacket.Claim, string, error) {
+		cs, next, err := f.s.Received(ctx, "carol", cursor, n)
+		received = append(received, cs...)
+		return cs, next, err
+	}, func(c redpacket.Claim) int64 { return c.Packet })
+	if fmt.Sprint(sizes) != "[3 3 1]" || fmt.Sprint(ids) != fmt.Sprint(newestFirst) {
+		t.Fatalf("received pages %v of %v, want [3 3 1] of %v", sizes, ids, newestFirst)
+	}
+	for _, c := range received {
+		if c.User != "carol" || c.Amount != got[c.Packet] {
+			t.Fatalf("received %+v, opened %d", c, got[c.Packet])
+		}
+	}
+	if cs, next, err := f.s.Received(ctx, "alice", "", 10); len(cs) != 0 || next != "" || err != nil {
+		t.Fatalf("alice received %v, %q, %v", cs, next, err)
+	}
+	for _, bad := range []struct {
+		cursor string
+		n      int
+	}{{"", 0}, {"", 101}, {"!", 3}, {"-5", 3}} {
+		if _, _, err := f.s.Sent(ctx, "alice", bad.cursor, bad.n); !errors.Is(err, redpacket.ErrInvalid) {
+			t.Errorf("sent %+v: %v", bad, err)
+		}
+		if _, _, err := f.s.Received(ctx, "carol", bad.cursor, bad.n); !errors.Is(err, redpacket.ErrInvalid) {
+			t.Errorf("received %+v: %v", bad, err)
+		}
+	}
+}
+
+// Archive moves refunded packets past the retention, batch at a time per
+// table, while sends go on; afterwards Get, Detail, Sent and Audit find
+// the archived packets as they were, and open packets stay hot.
+func TestArchive(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), redpacket.Config{})
+	var old []redpacket.Packet
+	for range 5 {
+		p := f.send("alice", 4000, 4, redpacket.Random)
+		for u := range 2 {
+			if _, err := f.s.Open(ctx, p.ID, fmt.Sprint("u", u)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old = append(old, p)
+	}
+	f.deliver(nil)
+	f.clk.Add(25 * time.Hour)
+	if n, fenced, err := f.s.RefundDue(ctx, 100); n != 5 || fenced != 0 || err != nil {
+		t.Fatalf("refunded %d, fenced %d: %v", n, fenced, err)
+	}
+	details := map[int64]redpacket.Detail{}
+	for _, p := range old {
+		d, err := f.s.Detail(ctx, p.ID)
+		if err != nil || d.Packet.Status != redpacket.StatusRefunded || d.Packet.Refund == 0 {
+			t.Fatalf("before archive: %+v, %v", d.Packet, err)
+		}
+		details[p.ID] = d
+	}
+	hot := f.send("alice", 1000, 2, redpacket.Random) // open: stays
+	books := f.balanced()
+
+	// Alice sends on while her refunded packets, all in her shard's table,
+	// move two at a time.
+	const during = 10
+	if err := f.s.Deposit(ctx, "alice", during*100); err != nil {
+		t.Fatal(err)
+	}
+	sends := make(chan error, during)
+	go func() {
+		for i := range during {
+			_, err := f.s.Send(ctx, redpacket.SendRequest{Sender: "alice", RequestID: fmt.Sprint("during-", i), Total: 100, Count: 1})
+			sends <- err
+		}
+		close(sends)
+	}()
+	var moved []int
+	for {
+		n, err := f.s.Archive(ctx, f.clk.Now(), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved = append(moved, n)
+		if n == 0 {
+			break
+		}
+	}
+	if fmt.Sprint(moved) != "[2 2 1 0]" {
+		t.Fatalf("archive batches moved %v, want [2 2 1 0]", moved)
+	}
+	for err := range sends {
+		if err != nil {
+			t.Fatalf("a send during the archive: %v", err)
+		}
+	}
+
+	for _, p := range old {
+		d, err := f.s.Detail(ctx, p.ID)
+		if err != nil || !reflect.DeepEqual(d, details[p.ID]) {
+			t.Fatalf("archived packet %d: %+v, %v; was %+v", p.ID, d, err, details[p.ID])
+		}
+	}
+	if p, err := f.s.Get(ctx, hot.ID); err != nil || p.Status != redpacket.StatusOpen {
+		t.Fatalf("open packet after archive: %+v, %v", p, err)
+	}
+	_, ids := pageAll(t, 4, func(cursor string, n int) ([]redpacket.Packet, string, error) {
+		return f.s.Sent(ctx, "alice", cursor, n)
+	},
+		func(p redpacket.Packet) int64 { return p.ID })
+	if len(ids) != len(old)+1+during {
+		t.Fatalf("alice's history has %d packets after the archive, want %d", len(ids), len(old)+1+during)
+	}
+	if b := f.balanced(); b.Debited != books.Debited+during*100 || b.Refunded != books.Refunded || b.Claimed != books.Claimed {
+		t.Fatalf("books after archive %+v, before %+v", b, books)
+	}
 }

@@ -75,15 +75,21 @@ func pageCursor(cursor string) (int64, error) {
 
 // Sent pages through the packets user sent, newest first, n (1..100) at a
 // time after cursor ("" first); it returns the next cursor, "" at the end.
-// They are in the user's shard.
+// They are in the user's shard, hot or archived.
 func (s *Service) Sent(ctx context.Context, user, cursor string, n int) ([]Packet, string, error) {
 	before, err := pageCursor(cursor)
 	if err != nil || validUser(user) != nil || n < 1 || n > 100 {
 		return nil, "", fmt.Errorf("%w: sent of %q, cursor %q, %d: %v", ErrInvalid, user, cursor, n, err)
 	}
 	sh := s.shardOfUser(user)
+	page := func(table string) string {
+		return `SELECT * FROM (` + packetSelect + table + ` WHERE sender = ? AND id < ? ORDER BY id DESC LIMIT ?) `
+	}
+	// A packet is in exactly one of the tables whenever a page is read, and
+	// the cursor is its id, so a page never shows one twice.
+	q := packetSelect + `(` + page(sh.Table) + `h UNION ALL ` + page(gene.Sibling(sh, "rp_packets_archive")) + `a) t ORDER BY id DESC LIMIT ?`
 	var ps []Packet
-	if err := sh.DB.SelectContext(ctx, &ps, packetSelect+sh.Table+` WHERE sender = ? AND id < ? ORDER BY id DESC LIMIT ?`, user, before, n); err != nil {
+	if err := sh.DB.SelectContext(ctx, &ps, q, user, before, n, user, before, n, n); err != nil {
 		return nil, "", fmt.Errorf("redpacket: sent by %s: %w", user, err)
 	}
 	if len(ps) < n {
