@@ -62,6 +62,20 @@
 // WeChat Pay): missed callbacks are applied, other differences written once
 // to the order_review table.
 //
+// Operators' queries: Search (by status and creation window, every table
+// at once, merged newest first, by cursor), Stats over a window and Daily
+// per local day (one grouped query per table). With Config.ReadReplicas
+// they read one replica per database, so a scan of 64 tables does not load
+// the primaries; everything else stays on the primaries.
+//
+// Throughput: every commit waits for a log flush. On MariaDB here
+// (innodb_flush_log_at_trx_commit=1, 2 shared cores) a raw one-row INSERT
+// reaches about 1.6k/s, Create about 0.08× that and CreateBatch about 0.6×
+// (~1k orders/s: three commits per database per batch — the orders and
+// events, the reservations, the reserved marks — since an order and its
+// SKU's stock live in different databases). BenchmarkCreate and
+// BenchmarkCreateBatch measure both beside the raw INSERT.
+//
 // Databases: MySQL 8 / MariaDB 10.6+ through the "mysql" driver, or SQLite
 // through "sqlite" (modernc.org/sqlite; one connection per pool, no SKIP
 // LOCKED needed with one writer). The package links neither driver.

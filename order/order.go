@@ -71,6 +71,12 @@ type Config struct {
 	IDStep int64
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// ReadReplicas, when set, holds one replica per database, in the same
+	// order: the operators' queries (Search, Stats, Daily) read them, so
+	// scanning every table does not load the primaries. A replica lags its
+	// primary, so those answers may miss the last moments; everything else
+	// (Get, UserOrders, every write) stays on the primaries.
+	ReadReplicas []*sqlx.DB
 }
 
 // Service records orders, their inventory reservations and payments in
@@ -80,6 +86,7 @@ type Service struct {
 	dbs       []*sqlx.DB
 	cfg       Config
 	orders    *shard.Router // orders, payments, callbacks, refunds: by user gene
+	reports   *shard.Router // the same tables on ReadReplicas (or the primaries)
 	inventory *shard.Router // inventory and reservation barriers: by SKU
 	genes     idgen.Genes
 	space     keys.Space
@@ -119,12 +126,24 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	reports := orders
+	if cfg.ReadReplicas != nil {
+		if len(cfg.ReadReplicas) != len(dbs) {
+			return nil, fmt.Errorf("%w: %d read replicas for %d databases (one each, in order)", ErrConfig, len(cfg.ReadReplicas), len(dbs))
+		}
+		if err := gene.CheckDatabases(cfg.ReadReplicas, cfg.TablesPerDB, "order"); err != nil {
+			return nil, fmt.Errorf("%w: read replicas: %w", ErrConfig, err)
+		}
+		if reports, err = shard.New(cfg.ReadReplicas, shard.Config{Table: "orders", TablesPerDB: cfg.TablesPerDB}); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
 	idSource, err := idgen.NewSQLSource(dbs[0], "order_ids")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return &Service{
-		rdb: rdb, dbs: dbs, cfg: cfg, orders: orders, inventory: inventory, idSource: idSource, genes: gene.Genes,
+		rdb: rdb, dbs: dbs, cfg: cfg, orders: orders, reports: reports, inventory: inventory, idSource: idSource, genes: gene.Genes,
 		ids: gene.NewIDs(idSource, "order", cfg.IDStep), space: keys.NewSpace(keys.Join(cfg.Namespace, "order")),
 	}, nil
 }

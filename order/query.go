@@ -100,7 +100,7 @@ func (s *Service) Search(ctx context.Context, f Filter, cursor string, n int) ([
 	newer := func(a, b Order) bool {
 		return a.CreatedAt.After(b.CreatedAt) || a.CreatedAt.Equal(b.CreatedAt) && a.ID > b.ID
 	}
-	out, err := shard.Gather(ctx, s.orders.All(), 16, func(ctx context.Context, sh shard.Shard) ([]Order, error) {
+	out, err := shard.Gather(ctx, s.reports.All(), 16, func(ctx context.Context, sh shard.Shard) ([]Order, error) {
 		var rows []row
 		q := `SELECT ` + orderColumns + ` FROM ` + sh.Table + ` WHERE ` + where + ` ORDER BY created_at DESC, id DESC LIMIT ?`
 		if err := sh.DB.SelectContext(ctx, &rows, q, append(args, n)...); err != nil {
@@ -115,33 +115,97 @@ func (s *Service) Search(ctx context.Context, f Filter, cursor string, n int) ([
 	return out, base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%d:%d", ms(last.CreatedAt), last.ID))), nil
 }
 
-// DayStats counts one day's orders.
+// DayStats counts the orders created in a period.
 type DayStats struct {
-	Orders     int64 // created that day
-	Paid       int64 // of those, paid (or later states that were paid)
-	PaidAmount int64 // their amount, in fen
+	Day        time.Time // the local day's first instant (Daily); zero for Stats
+	Orders     int64     // created in the period
+	Paid       int64     // of those, paid (or later states that were paid)
+	PaidAmount int64     // their amount, in fen
 }
 
 // Stats counts the orders created in [from, to) over every table.
 func (s *Service) Stats(ctx context.Context, from, to time.Time) (DayStats, error) {
-	var total DayStats
-	parts, err := shard.Gather(ctx, s.orders.All(), 16, func(ctx context.Context, sh shard.Shard) ([]DayStats, error) {
-		var d DayStats
-		err := sh.DB.QueryRowxContext(ctx, `SELECT COUNT(*),
-				COALESCE(SUM(CASE WHEN pay_no <> 0 THEN 1 ELSE 0 END), 0),
-				COALESCE(SUM(CASE WHEN pay_no <> 0 THEN amount ELSE 0 END), 0)
-			FROM `+sh.Table+` WHERE created_at >= ? AND created_at < ?`, ms(from), ms(to)).Scan(&d.Orders, &d.Paid, &d.PaidAmount)
+	if !from.Before(to) {
+		return DayStats{}, fmt.Errorf("%w: stats over [%v, %v)", ErrInvalid, from, to)
+	}
+	days, err := s.count(ctx, []time.Time{from, to})
+	if err != nil {
+		return DayStats{}, err
+	}
+	days[0].Day = time.Time{}
+	return days[0], nil
+}
+
+// maxDays bounds a Daily report.
+const maxDays = 366
+
+// Daily counts the orders created on each local day in loc from the day of
+// from through the day before to's (at most 366 days): one query per table,
+// grouped by day, summed over the tables. Days start at local midnight, so
+// a day is 23 or 25 hours long across a DST change.
+func (s *Service) Daily(ctx context.Context, from, to time.Time, loc *time.Location) ([]DayStats, error) {
+	if loc == nil {
+		return nil, fmt.Errorf("%w: daily stats need a location", ErrInvalid)
+	}
+	y, m, d := from.In(loc).Date()
+	first := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	bounds := []time.Time{first}
+	for day := first; day.Before(to); {
+		y, m, d := day.Date()
+		day = time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+		bounds = append(bounds, day)
+		if len(bounds) > maxDays+1 {
+			return nil, fmt.Errorf("%w: daily stats over more than %d days", ErrInvalid, maxDays)
+		}
+	}
+	if len(bounds) < 2 {
+		return nil, fmt.Errorf("%w: daily stats over [%v, %v)", ErrInvalid, from, to)
+	}
+	return s.count(ctx, bounds)
+}
+
+// count returns, for each period [bounds[i], bounds[i+1]), the orders
+// created in it, from the read replicas when there are any.
+func (s *Service) count(ctx context.Context, bounds []time.Time) ([]DayStats, error) {
+	var day strings.Builder // the period index of created_at, in SQL
+	args := make([]any, 0, len(bounds)+1)
+	day.WriteString("CASE")
+	for i, b := range bounds[1:] {
+		fmt.Fprintf(&day, " WHEN created_at < ? THEN %d", i)
+		args = append(args, ms(b))
+	}
+	day.WriteString(" END")
+	args = append(args, ms(bounds[0]), ms(bounds[len(bounds)-1]))
+	out := make([]DayStats, len(bounds)-1)
+	for i := range out {
+		out[i].Day = bounds[i]
+	}
+	type part struct {
+		Day        int   `db:"day"`
+		Orders     int64 `db:"orders"`
+		Paid       int64 `db:"paid"`
+		PaidAmount int64 `db:"paid_amount"`
+	}
+	parts, err := shard.Gather(ctx, s.reports.All(), 16, func(ctx context.Context, sh shard.Shard) ([]part, error) {
+		var ps []part
+		err := sh.DB.SelectContext(ctx, &ps, `SELECT `+day.String()+` AS day, COUNT(*) AS orders,
+				COALESCE(SUM(CASE WHEN pay_no <> 0 THEN 1 ELSE 0 END), 0) AS paid,
+				COALESCE(SUM(CASE WHEN pay_no <> 0 THEN amount ELSE 0 END), 0) AS paid_amount
+			FROM `+sh.Table+` WHERE created_at >= ? AND created_at < ? GROUP BY 1`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("order: stats %s: %w", sh.Table, err)
 		}
-		return []DayStats{d}, nil
-	}, func(a, b DayStats) bool { return false }, 0)
-	for _, p := range parts {
-		total.Orders += p.Orders
-		total.Paid += p.Paid
-		total.PaidAmount += p.PaidAmount
+		return ps, nil
+	}, func(a, b part) bool { return false }, 0)
+	if err != nil {
+		return nil, err
 	}
-	return total, err
+	for _, p := range parts {
+		out[p.Day].Orders += p.Orders
+		out[p.Day].Paid += p.Paid
+		out[p.Day].PaidAmount += p.PaidAmount
+	}
+	return out, nil
 }
 
 // GetMany returns the orders of ids that exist, by id, reading each table
