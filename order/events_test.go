@@ -13,6 +13,8 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/casebook-dev/casebook/internal/sqlutil"
+	"github.com/casebook-dev/casebook/internal/testenv"
+	"github.com/casebook-dev/casebook/kafka"
 	"github.com/casebook-dev/casebook/order"
 	"github.com/casebook-dev/casebook/outbox"
 )
@@ -262,5 +264,74 @@ func TestReconcileFindsInjectedDifferences(t *testing.T) {
 	}
 	if _, err := order.ParseStatement(strings.NewReader(order.StatementHeader + "\nx,notanumber,1,SUCCESS,2026-01-01T00:00:00Z\n")); !errors.Is(err, order.ErrInvalid) {
 		t.Fatalf("malformed statement: %v", err)
+	}
+}
+
+// toKafkaThenFail publishes to Kafka, then reports failure failAfter times:
+// a relay killed between the broker's ack and marking its rows sent.
+type toKafkaThenFail struct {
+	mu        sync.Mutex
+	p         outbox.Publisher
+	topic     string
+	failAfter int
+	sent      int
+}
+
+func (k *toKafkaThenFail) Publish(ctx context.Context, ms []outbox.Message) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i := range ms {
+		ms[i].Topic = k.topic
+	}
+	if err := k.p.Publish(ctx, ms); err != nil {
+		return err
+	}
+	k.sent += len(ms)
+	if k.failAfter > 0 {
+		k.failAfter--
+		return errors.New("relay killed after the ack")
+	}
+	return nil
+}
+
+// The same kill through a real broker: Kafka holds duplicates of the
+// batches whose marks were lost, and a consumer reading the topic finds
+// every event, each id applied once.
+func TestRelayKilledThroughKafka(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, order.Config{})
+	f.sku("s", 10, 100)
+	for i := range 30 {
+		f.create(fmt.Sprint("u", i), "r", order.Line{SKU: "s", Qty: 1})
+	}
+	brokers := testenv.Kafka(t)
+	topic := testenv.Topic(t, 3)
+	p, err := kafka.Dial(brokers, "order-relay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	pub := &toKafkaThenFail{p: p, topic: topic, failAfter: 2}
+	f.relayAll(pub)
+	var mu sync.Mutex
+	applied := map[string]int{}
+	c, err := kafka.ConsumeN(ctx, brokers, "fulfil-"+topic, []string{topic}, int64(pub.sent), func(_ context.Context, _, v []byte) error {
+		e, err := order.DecodeEvent(v)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		applied[e.ID]++
+		return nil
+	}, kafka.ConsumerConfig{})
+	if err != nil || c.Handled() != int64(pub.sent) {
+		t.Fatalf("consumed %d of %d: %v", c.Handled(), pub.sent, err)
+	}
+	if len(applied) != 30 || pub.sent <= 30 {
+		t.Fatalf("%d distinct events in %d messages; want all 30, some twice", len(applied), pub.sent)
+	}
+	if n, _ := f.s.PendingEvents(ctx); n != 0 {
+		t.Fatalf("%d events still pending", n)
 	}
 }
