@@ -11,10 +11,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/order"
-	"github.com/casebook-dev/casebook/shard"
 )
 
 // conformance is one service whose databases or Redis are reached through
@@ -22,8 +20,7 @@ import (
 type conformance struct {
 	t     *testing.T
 	s     *order.Service
-	proxy *testenv.Proxy     // the one the faults go through
-	sql   *testenv.FaultySQL // when they are SQL faults
+	proxy *testenv.Proxy // the one the faults go through
 	clk   *testenv.Clock
 }
 
@@ -36,17 +33,12 @@ type conformance struct {
 func TestConformanceSQLFaults(t *testing.T) {
 	f := testenv.NewFaultySQL(t, 2)
 	c := newConformance(t, f.DBs, testenv.NewRedis(t), f.Proxy)
-	c.sql = f
 	c.run([]fault{
 		{"sql latency", func(<-chan struct{}) { f.Latency(15*time.Millisecond, 10*time.Millisecond) }},
 		{"sql connections reset", c.flap(30*time.Millisecond, 100*time.Millisecond, f.Reset)},
 		{"sql connections cut mid-transaction", func(<-chan struct{}) { f.CutAfter(3000) }},
 		{"sql commit replies lost", c.flap(40*time.Millisecond, 40*time.Millisecond, func() { f.DropReplyTo("COMMIT", 2) })},
 		{"sql black hole", c.flap(300*time.Millisecond, 200*time.Millisecond, f.BlackHole)},
-	})
-	t.Run("sql deadlock", func(t *testing.T) {
-		c.t = t
-		c.deadlock()
 	})
 }
 
@@ -290,73 +282,6 @@ func (c *conformance) check(sku string, ids []int64, collected map[int64]int64) 
 	}
 	if took != kept+refunded {
 		t.Errorf("the gateway collected %d fen; orders kept %d and %d were refunded (difference %d)", took, kept, refunded, took-kept-refunded)
-	}
-}
-
-// A MariaDB/MySQL deadlock (1213) injected for real: a second connection
-// locks the SKU's inventory row, waits until Create has inserted its
-// reservation barrier and blocks on that row, then reads the barrier table
-// FOR UPDATE — a cycle. The injector did more work, so the server rolls
-// Create's transaction back; sqlutil.Retry runs it again and the order is
-// reserved exactly once.
-func (c *conformance) deadlock() {
-	t, ctx := c.t, context.Background()
-	const sku = "deadlock"
-	if err := c.s.PutSKU(ctx, sku, salePrice, saleStock); err != nil {
-		t.Fatal(err)
-	}
-	inv, err := shard.New(c.sql.Direct, shard.Config{Table: "inventory", TablesPerDB: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sh := inv.ByKey(sku)
-	db := c.sql.Direct[sh.DBIndex]
-	tx, err := db.BeginTxx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	// Weight: InnoDB rolls back the transaction that did less.
-	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS cbt_weight (id INT PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
-	rows := strings.Repeat("(?),", 499) + "(?)"
-	args := make([]any, 500)
-	for i := range args {
-		args[i] = i
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO cbt_weight VALUES `+rows, args...); err != nil {
-		t.Fatalf("weigh the injector: %v", err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE `+sh.Table+` SET price = price WHERE sku = ?`, sku); err != nil {
-		t.Fatal(err)
-	}
-
-	created := make(chan error, 1)
-	go func() {
-		_, err := c.s.Create(ctx, order.NewOrder{User: "deadlock-u", RequestID: "r1", Lines: []order.Line{{SKU: sku, Qty: 1}}})
-		created <- err
-	}()
-	testenv.WaitFor(t, "Create to wait for the inventory row", func() bool {
-		var n int
-		db.GetContext(ctx, &n, `SELECT COUNT(*) FROM information_schema.innodb_trx t JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
-			WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE()`)
-		return n > 0
-	})
-	var barriers []int64
-	if err := tx.SelectContext(ctx, &barriers, `SELECT order_id FROM `+gene.Sibling(sh, "inventory_tx")+` WHERE sku = ? FOR UPDATE`, sku); err != nil {
-		t.Fatalf("the injector, not Create, was chosen as the deadlock victim: %v", err)
-	}
-	if len(barriers) != 0 {
-		t.Fatalf("the injector saw %d barrier rows; Create's should have been rolled back", len(barriers))
-	}
-	tx.Rollback()
-	if err := <-created; err != nil {
-		t.Fatalf("Create after its transaction was a deadlock victim: %v", err)
-	}
-	st, err := c.s.StockOf(ctx, sku)
-	if err != nil || st.Available != saleStock-1 || st.Locked != 1 || st.Sold != 0 {
-		t.Fatalf("stock after a deadlock and its retry: %+v, %v", st, err)
 	}
 }
 
