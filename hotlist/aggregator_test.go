@@ -140,7 +140,7 @@ func TestConfigRejected(t *testing.T) {
 // A flush whose reply is lost is sent again by go-redis; the offset fence
 // finds it applied and applies it once.
 func TestLostFlushReplyAppliesOnce(t *testing.T) {
-	r, proxy := testenv.NewLossyRedis(t)
+	r, proxy := testenv.NewFaultyRedis(t)
 	for _, model := range []hotlist.Model{hotlist.Decay, hotlist.Window} {
 		cfg := windowConfig(1)
 		cfg.Model, cfg.Name = model, "lossy-"+model.String()
@@ -169,7 +169,7 @@ func TestLostFlushReplyAppliesOnce(t *testing.T) {
 // applied, the new batch applies after it.
 func TestFailedFlushSendsTheSameBatchAgain(t *testing.T) {
 	ctx := context.Background()
-	r, proxy := testenv.NewLossyRedis(t)
+	r, proxy := testenv.NewFaultyRedis(t)
 	f := newFixture(t, r, windowConfig(1))
 	now := f.clk.Now()
 	f.send(hotlist.Event{Item: "a", Kind: hotlist.Repost, At: now})

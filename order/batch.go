@@ -354,9 +354,11 @@ func (s *Service) reserveLines(ctx context.Context, db *sqlx.DB, lines []line) m
 	// One order of SKUs in every transaction: two batches never wait on
 	// each other's rows in opposite orders.
 	slices.SortFunc(lines, func(a, b line) int { return cmp.Or(cmp.Compare(a.sku, b.sku), cmp.Compare(a.bo.o.ID, b.bo.o.ID)) })
-	var failed map[*batchOrder]error
+	// Made before the transaction: when BEGIN itself fails, every line is
+	// recorded as failed below.
+	failed := map[*batchOrder]error{}
 	err := inTx(ctx, db, func(tx *sqlx.Tx) error {
-		failed = map[*batchOrder]error{}
+		clear(failed)
 		for i := 0; i < len(lines); {
 			j := i
 			for j < len(lines) && lines[j].sku == lines[i].sku {

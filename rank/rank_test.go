@@ -522,7 +522,7 @@ func TestPeriodicBoards(t *testing.T) {
 // retry must not add twice, and the caller gets the first call's answer.
 func TestRetriedWriteAppliesOnce(t *testing.T) {
 	ctx := context.Background()
-	r, proxy := testenv.NewLossyRedis(t)
+	r, proxy := testenv.NewFaultyRedis(t)
 	clk := testenv.NewClock(epoch.Add(time.Hour))
 	b := newBoard(t, r, "retry", 3, clk.Now)
 	if _, err := b.Add(ctx, "p", 5); err != nil {

@@ -547,7 +547,7 @@ func TestSendFailingHalfWayLosesNoMoney(t *testing.T) {
 		})
 	})
 	t.Run("reply lost", func(t *testing.T) {
-		r, proxy := testenv.NewLossyRedis(t)
+		r, proxy := testenv.NewFaultyRedis(t)
 		f := setup(t, r, redpacket.Config{})
 		proxy.DropReplies(10) // more than go-redis' retries: the call fails, though Redis may have acted
 		sendHalfWay(t, f, f.s, func() { proxy.DropReplies(0) })

@@ -13,7 +13,7 @@ import (
 // spends one visit, not two.
 func TestVisitCountedOnceWhenReplyLost(t *testing.T) {
 	ctx := context.Background()
-	r, proxy := testenv.NewLossyRedis(t)
+	r, proxy := testenv.NewFaultyRedis(t)
 	s := newService(t, r, shortlink.Config{})
 	l, err := s.Shorten(ctx, "https://example.com/thrice", shortlink.Options{MaxVisits: 3})
 	if err != nil {

@@ -163,7 +163,7 @@ func TestLayoutMismatchRefused(t *testing.T) {
 func TestRetriedSignAppliedOnce(t *testing.T) {
 	eachLayout(t, func(t *testing.T, l signin.Layout) {
 		ctx := context.Background()
-		r, proxy := testenv.NewLossyRedis(t)
+		r, proxy := testenv.NewFaultyRedis(t)
 		clk := &testenv.Clock{}
 		clk.Set(noon(day(2026, 11, 30)))
 		s := newService(t, r, clk, signin.Config{Buckets: 2, Layout: l})

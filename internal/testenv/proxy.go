@@ -2,21 +2,37 @@ package testenv
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"net"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 )
 
-// Proxy is a TCP proxy between a client and a server that can lose
-// replies: a request reaches the server and is executed, and the connection
-// is cut before the reply gets back — what a network fault or a timeout
-// looks like to a client, which then sends the command again on a new
-// connection. Tests use it to prove that a retried call is applied once.
+// Proxy is the one fault layer of casebook's tests: a TCP proxy between the
+// clients of a test and one server (a Redis, a MySQL/MariaDB server), made
+// of an in-process toxiproxy facing the clients and, behind it, a stage
+// that can lose a reply after the server executed its request.
+//
+// Faults armed with Latency, Reset, BlackHole and CutAfter hold until Heal;
+// a lost reply (DropReplies, DropReplyTo) is a one-shot, counted by Cuts.
+// Call its methods from the test's goroutine (they fail the test on a
+// misuse); the proxy and its connections stop when the test ends.
 type Proxy struct {
-	Addr   string // where clients connect
+	Addr string // where clients connect
+	t    testing.TB
+	toxi *toxiproxy.Proxy
+
 	target string
 	ln     net.Listener
 	wg     sync.WaitGroup
@@ -35,7 +51,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("testenv: proxy: %v", err)
 	}
-	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln}
+	p := &Proxy{t: t, target: target, ln: ln}
 	p.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
@@ -45,13 +61,70 @@ func NewProxy(t testing.TB, target string) *Proxy {
 			p.wg.Go(func() { p.pipe(c) })
 		}
 	})
-	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	p.toxi = toxiproxy.NewProxy(server, "cbt-"+target, "127.0.0.1:0", ln.Addr().String())
+	if err := p.toxi.Start(); err != nil {
+		ln.Close()
+		t.Fatalf("testenv: toxiproxy: %v", err)
+	}
+	p.Addr = p.toxi.Listen
+	t.Cleanup(func() {
+		p.toxi.Stop()
+		ln.Close()
+		p.wg.Wait()
+	})
 	return p
+}
+
+// Latency delays every reply by d ± jitter.
+func (p *Proxy) Latency(d, jitter time.Duration) {
+	p.toxic("latency", "downstream", fmt.Sprintf(`{"latency": %d, "jitter": %d}`, d.Milliseconds(), jitter.Milliseconds()))
+}
+
+// Reset resets (TCP RST) every connection as soon as its client sends
+// anything, new connections included: in-flight requests, transactions and
+// pipelines die half-way, and nothing gets through until Heal.
+func (p *Proxy) Reset() { p.toxic("reset_peer", "upstream", `{"timeout": 0}`) }
+
+// BlackHole swallows every byte both ways while keeping the connections
+// open, as a partitioned or frozen server does: calls hang until their
+// context ends. Heal closes the connections that were black-holed.
+func (p *Proxy) BlackHole() {
+	p.toxic("timeout", "upstream", `{"timeout": 0}`)
+	p.toxic("timeout", "downstream", `{"timeout": 0}`)
+}
+
+// CutAfter closes each connection once its client has sent n bytes on it,
+// part of a request included.
+func (p *Proxy) CutAfter(n int64) { p.toxic("limit_data", "upstream", fmt.Sprintf(`{"bytes": %d}`, n)) }
+
+// Heal removes every armed fault: toxics and reply losses not yet spent.
+func (p *Proxy) Heal() {
+	p.toxi.Toxics.ResetToxics(context.Background())
+	p.DropReplies(0)
+}
+
+// toxic arms one toxic, replacing one of the same kind and stream.
+func (p *Proxy) toxic(kind, stream, attributes string) {
+	p.t.Helper()
+	name := kind + "_" + stream
+	if p.toxi.Toxics.GetToxic(name) != nil {
+		if err := p.toxi.Toxics.RemoveToxic(context.Background(), name); err != nil {
+			p.t.Fatalf("testenv: proxy: remove %s: %v", name, err)
+		}
+	}
+	spec := fmt.Sprintf(`{"name": %q, "type": %q, "stream": %q, "attributes": %s}`, name, kind, stream, attributes)
+	if _, err := p.toxi.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
+		p.t.Fatalf("testenv: proxy: %s: %v", name, err)
+	}
 }
 
 // DropReplies makes the replies to the next n requests lost, whatever they
 // are — a retried command included, so n larger than the client's retries
-// makes the call fail (0 disarms).
+// makes the call fail (0 disarms). The server executes each request; the
+// connection is cut before its reply gets back, what a network fault or a
+// timeout looks like to a client, which then sends the command again on a
+// new connection.
 func (p *Proxy) DropReplies(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -59,7 +132,7 @@ func (p *Proxy) DropReplies(n int) {
 }
 
 // DropReplyTo makes the reply to the nth request from now that contains
-// marker (a key, an argument) lost, and only that one.
+// marker (a key, an argument; "COMMIT" for SQL) lost, and only that one.
 func (p *Proxy) DropReplyTo(marker string, nth int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -88,6 +161,7 @@ func (p *Proxy) matches(req []byte) bool {
 	return true
 }
 
+// pipe is the reply-losing stage behind toxiproxy, one per connection.
 func (p *Proxy) pipe(client net.Conn) {
 	defer client.Close()
 	server, err := net.Dial("tcp", p.target)
@@ -132,15 +206,56 @@ func (p *Proxy) pipe(client net.Conn) {
 	}
 }
 
-// NewLossyRedis returns the test's standalone Redis reached through a Proxy,
-// with go-redis' default retries: a lost reply makes the client send the
-// same command again on a new connection.
-func NewLossyRedis(t testing.TB) (*Redis, *Proxy) {
+// NewFaultyRedis returns the test's standalone Redis reached through a
+// Proxy, with go-redis' default retries (a lost reply makes the client send
+// the same command again on a new connection) and context deadlines obeyed
+// (a call into a black hole ends with its context).
+func NewFaultyRedis(t testing.TB) (*Redis, *Proxy) {
 	t.Helper()
 	r := NewRedis(t)
 	addr := r.Client.(*redis.Client).Options().Addr
 	p := NewProxy(t, addr)
-	c := redis.NewClient(&redis.Options{Addr: p.Addr})
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	return &Redis{Client: c, Namespace: r.Namespace, Kind: r.Kind}, p
+}
+
+// FaultySQL is n fresh databases on the test's MySQL/MariaDB server, each
+// opened twice: through one Proxy (DBs, for the block under test) and
+// directly (Direct, for the test to check invariants and to hold locks
+// while the proxy misbehaves).
+type FaultySQL struct {
+	*Proxy
+	DBs    []*sqlx.DB
+	Direct []*sqlx.DB
+}
+
+// NewFaultySQL returns n databases reached through a Proxy, dropped at
+// cleanup. SQLite has no connection to cut: without CASEBOOK_MYSQL_DSN the
+// test is skipped (failed under CASEBOOK_REQUIRE_REAL).
+func NewFaultySQL(t testing.TB, n int) *FaultySQL {
+	t.Helper()
+	dsn := os.Getenv(EnvMySQLDSN)
+	if dsn == "" && !RequireReal() {
+		t.Skipf("testenv: SQL network faults need a MySQL/MariaDB server (set %s); SQLite has no connection to cut", EnvMySQLDSN)
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("testenv: mysql dsn: %v", err)
+	}
+	f := &FaultySQL{Proxy: NewProxy(t, cfg.Addr)}
+	for _, s := range openSQLs(t, n) {
+		c := cfg.Clone()
+		c.Addr, c.DBName, c.ParseTime = f.Addr, s.Name, true
+		db, err := sqlx.Open("mysql", c.FormatDSN())
+		if err != nil {
+			t.Fatalf("testenv: mysql %s through the proxy: %v", s.Name, err)
+		}
+		db.SetMaxOpenConns(16)
+		db.SetMaxIdleConns(16)
+		t.Cleanup(func() { db.Close() })
+		f.DBs = append(f.DBs, db)
+		f.Direct = append(f.Direct, s.DB)
+	}
+	return f
 }

@@ -224,8 +224,17 @@ func NewSQL(t testing.TB) *sqlx.DB {
 // NewSQLs returns n fresh databases (on one server) for a sharded test.
 func NewSQLs(t testing.TB, n int) []*sqlx.DB {
 	t.Helper()
-	checkMain(t)
 	dbs := make([]*sqlx.DB, n)
+	for i, s := range openSQLs(t, n) {
+		dbs[i] = s.DB
+	}
+	return dbs
+}
+
+func openSQLs(t testing.TB, n int) []*devstack.SQL {
+	t.Helper()
+	checkMain(t)
+	dbs := make([]*devstack.SQL, n)
 	for i := range dbs {
 		s, err := devstack.OpenSQL(ctx(t), os.Getenv(EnvMySQLDSN), "cbt")
 		if err != nil {
@@ -237,7 +246,7 @@ func NewSQLs(t testing.TB, n int) []*sqlx.DB {
 			}
 		})
 		refuseFallback(t, "sql", s.Kind)
-		dbs[i] = s.DB
+		dbs[i] = s
 	}
 	return dbs
 }
