@@ -99,8 +99,10 @@ type Config struct {
 	// RescaleChunk is how many items one flush reads into the next heat set
 	// while a partition builds it — the next landmark's (Decay), or the
 	// coming slot's window totals (Window, Slots lookups per item): it
-	// bounds how long a flush holds Redis (about 1 ms per 1000 items, per
-	// slot under Window). Default 1000 (1..10000).
+	// bounds how long a flush holds Redis: a Decay move's flushes took 3 ms
+	// on average and 4.6 ms at most per 1000 items here (wall time on
+	// loopback, BenchmarkRescaleChunk), Window reads Slots sets per item.
+	// Default 1000 (1..10000).
 	RescaleChunk int
 
 	// Slots (Window) is the number of slots in the ring. Default 12.
