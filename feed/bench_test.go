@@ -102,9 +102,14 @@ func BenchmarkFanout(b *testing.B) {
 
 // BenchmarkTimeline reads the first 20-post page of a reader whose inbox
 // holds 2,000 posts and who follows 20 celebrities with 100 posts each
-// (pulled and merged), and reports p50 and p99 latency.
+// (pulled and merged), on one Redis and on the Redis Cluster, and reports
+// p50 and p99 latency.
 func BenchmarkTimeline(b *testing.B) {
-	r := testenv.NewRedis(b)
+	b.Run("redis=single", func(b *testing.B) { benchTimeline(b, testenv.NewRedis(b)) })
+	b.Run("redis=cluster", func(b *testing.B) { benchTimeline(b, testenv.NewRedisCluster(b)) })
+}
+
+func benchTimeline(b *testing.B, r *testenv.Redis) {
 	s := benchService(b, r, feed.Config{CelebrityThreshold: 1 << 40})
 	ctx := context.Background()
 	reader := "reader"
