@@ -37,3 +37,11 @@ func (s *Service) FollowersTable(user string) (*sqlx.DB, string) {
 	sh := s.shardOfUser(user)
 	return sh.DB, gene.Sibling(sh, "feed_followers")
 }
+
+// PostKey names a post's Redis cache key, and PostsTable its SQL table,
+// for the cache tests.
+func (s *Service) PostKey(id int64) string { return s.postKey(id) }
+func (s *Service) PostsTable(id int64) (*sqlx.DB, string) {
+	sh := s.shardOfPost(id)
+	return sh.DB, sh.Table
+}
