@@ -68,13 +68,14 @@
 // they read one replica per database, so a scan of 64 tables does not load
 // the primaries; everything else stays on the primaries.
 //
-// Throughput: every commit waits for a log flush. On MariaDB here
-// (innodb_flush_log_at_trx_commit=1, 2 shared cores) a raw one-row INSERT
-// reaches about 1.6k/s, Create about 0.08× that and CreateBatch about 0.6×
-// (~1k orders/s: three commits per database per batch — the orders and
-// events, the reservations, the reserved marks — since an order and its
-// SKU's stock live in different databases). BenchmarkCreate and
-// BenchmarkCreateBatch measure both beside the raw INSERT.
+// Throughput (BenchmarkCreate, BenchmarkCreateBatch, beside a raw one-row
+// INSERT in the same run; MariaDB, Redis and the client sharing 2 cores):
+// the raw INSERT reached 6.0k rows/s, Create 0.1× that and CreateBatch
+// 0.47× (2.8k orders/s). CreateBatch makes three commits per database per
+// batch — the orders and events, the reservations, the reserved marks —
+// since an order and its SKU's stock live in different databases. The log
+// flush is not what bounds it (innodb_flush_log_at_trx_commit=2 was no
+// faster); the shared CPU is.
 //
 // Databases: MySQL 8 / MariaDB 10.6+ through the "mysql" driver, or SQLite
 // through "sqlite" (modernc.org/sqlite; one connection per pool, no SKIP
