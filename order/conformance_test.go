@@ -85,28 +85,7 @@ func (c *conformance) run(faults []fault) {
 
 // flap arms a fault for on, heals for off, and again until stop.
 func (c *conformance) flap(on, off time.Duration, arm func()) func(stop <-chan struct{}) {
-	return func(stop <-chan struct{}) {
-		for {
-			arm()
-			if !sleep(stop, on) {
-				return
-			}
-			c.proxy.Heal()
-			if !sleep(stop, off) {
-				return
-			}
-		}
-	}
-}
-
-// sleep waits d or until stop closes, and reports whether it was d.
-func sleep(stop <-chan struct{}, d time.Duration) bool {
-	select {
-	case <-stop:
-		return false
-	case <-time.After(d):
-		return true
-	}
+	return func(stop <-chan struct{}) { c.proxy.Flap(stop, on, off, arm) }
 }
 
 const (

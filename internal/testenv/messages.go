@@ -26,6 +26,15 @@ func (p *Published) Publish(_ context.Context, msgs []outbox.Message) error {
 	return nil
 }
 
+// Take returns what was published since the last Take, and forgets it.
+func (p *Published) Take() []outbox.Message {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	msgs := p.Msgs
+	p.Msgs = nil
+	return msgs
+}
+
 // ConsumeInOrder publishes values, in order, to a new one-partition topic
 // and consumes all of them with h through a real consumer group (poison
 // messages skipped). It returns the consumer for its counts and how many of

@@ -259,3 +259,32 @@ func NewFaultySQL(t testing.TB, n int) *FaultySQL {
 	}
 	return f
 }
+
+// Flap arms a fault with arm for on, heals the proxy for off, and again,
+// until stop closes (the fault is then healed): a flaky link rather than a
+// dead one, so that a block's retries meet the fault and get through.
+func (p *Proxy) Flap(stop <-chan struct{}, on, off time.Duration, arm func()) {
+	defer p.Heal()
+	for {
+		arm()
+		if !sleepUntil(stop, on) {
+			return
+		}
+		p.Heal()
+		if !sleepUntil(stop, off) {
+			return
+		}
+	}
+}
+
+// sleepUntil waits d or until stop closes, and reports whether it was d.
+func sleepUntil(stop <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
