@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,34 +60,10 @@ func TestConformanceFaults(t *testing.T) {
 	}
 }
 
-// failures counts the calls retry saw fail, in the running case.
-var failures atomic.Int64
-
-// retry calls op until it succeeds, is refused for good (done), or a minute
-// has gone; each call gets a few seconds.
-func retry(t *testing.T, what string, op func(ctx context.Context) error, done func(error) bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		err := op(ctx)
-		cancel()
-		if err == nil || done(err) {
-			return
-		}
-		failures.Add(1)
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after a minute: %v", what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func never(error) bool { return false }
-
 func conformanceCase(t *testing.T, r *testenv.Redis, dbs, direct []*sqlx.DB, fault func(stop <-chan struct{})) (failed int64) {
 	ctx := context.Background()
-	failures.Store(0)
+	rt := testenv.NewRetrier(t)
+	retry := rt.Do
 	clk := testenv.NewClock(start)
 	ns := r.Namespace
 	open := func(dbs []*sqlx.DB) *redpacket.Service {
@@ -117,17 +92,17 @@ func conformanceCase(t *testing.T, r *testenv.Redis, dbs, direct []*sqlx.DB, fau
 	var sent []redpacket.Packet
 	for i := range packets {
 		var p redpacket.Packet
-		retry(t, "send", func(ctx context.Context) (err error) {
+		retry("send", func(ctx context.Context) (err error) {
 			p, err = svc.Send(ctx, redpacket.SendRequest{Sender: sender, RequestID: fmt.Sprint("p", i), Total: total, Count: count, Kind: redpacket.Random})
 			return err
-		}, never)
+		}, nil)
 		sent = append(sent, p)
 	}
 	var opening sync.WaitGroup
 	for _, p := range sent {
 		for u := range openers {
 			opening.Go(func() {
-				retry(t, "open", func(ctx context.Context) error { _, err := svc.Open(ctx, p.ID, fmt.Sprint("u", u)); return err },
+				retry("open", func(ctx context.Context) error { _, err := svc.Open(ctx, p.ID, fmt.Sprint("u", u)); return err },
 					func(err error) bool { return errors.Is(err, redpacket.ErrEmpty) })
 			})
 		}
@@ -138,9 +113,9 @@ func conformanceCase(t *testing.T, r *testenv.Redis, dbs, direct []*sqlx.DB, fau
 	claims := &testenv.Published{}
 	relay := outbox.NewRelay(r.Client, svc.Outboxes(), "claims", claims)
 	handle := func() {
-		retry(t, "relay", func(ctx context.Context) error { _, err := relay.DrainAll(ctx); return err }, never)
+		retry("relay", func(ctx context.Context) error { _, err := relay.DrainAll(ctx); return err }, nil)
 		for _, m := range claims.Take() {
-			retry(t, "handle a claim", func(ctx context.Context) error { return svc.Handle(ctx, m.Key, m.Value) }, never)
+			retry("handle a claim", func(ctx context.Context) error { return svc.Handle(ctx, m.Key, m.Value) }, nil)
 		}
 	}
 	handle()
@@ -150,13 +125,13 @@ func conformanceCase(t *testing.T, r *testenv.Redis, dbs, direct []*sqlx.DB, fau
 		t.Fatalf("%d claims pending after healing: %v", n, err)
 	}
 	clk.Add(25 * time.Hour)
-	retry(t, "refunds", func(ctx context.Context) error {
+	retry("refunds", func(ctx context.Context) error {
 		refunded, fenced, err := svc.RefundDue(ctx, 100)
 		if err == nil && (refunded > 0 || fenced > 0) {
 			err = fmt.Errorf("%d refunded, %d behind the fence: again", refunded, fenced)
 		}
 		return err
-	}, never)
+	}, nil)
 
 	books, err := audit.Audit(ctx)
 	if err != nil {
@@ -185,5 +160,5 @@ func conformanceCase(t *testing.T, r *testenv.Redis, dbs, direct []*sqlx.DB, fau
 	if bal, err := audit.Balance(ctx, sender); err != nil || bal != books.Refunded {
 		t.Fatalf("the sender holds %d (%v), want exactly the refunds %d: debited once per packet", bal, err, books.Refunded)
 	}
-	return failures.Load()
+	return rt.Failed()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,8 +32,8 @@ func TestConformanceFaults(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			r, rp := testenv.NewFaultyRedis(t)
 			db := testenv.NewSQL(t)
-			conformance(t, r, db, db, func(stop <-chan struct{}) { rp.Flap(stop, f.on, f.off, func() { f.arm(rp) }) })
-			if rp.Cuts() == 0 && failedCalls.Load() == 0 {
+			failed := conformance(t, r, db, db, func(stop <-chan struct{}) { rp.Flap(stop, f.on, f.off, func() { f.arm(rp) }) })
+			if rp.Cuts() == 0 && failed == 0 {
 				t.Fatal("the fault was not exercised")
 			}
 		})
@@ -48,40 +47,18 @@ func TestConformanceFaults(t *testing.T) {
 	for _, f := range sqlFaults {
 		t.Run(f.name, func(t *testing.T) {
 			sqlf := testenv.NewFaultySQL(t, 1)
-			conformance(t, testenv.NewRedis(t), sqlf.DBs[0], sqlf.Direct[0], func(stop <-chan struct{}) { sqlf.Flap(stop, f.on, f.off, func() { f.arm(sqlf.Proxy) }) })
-			if f.name != "ledger latency" && failedCalls.Load() == 0 && sqlf.Cuts() == 0 {
+			failed := conformance(t, testenv.NewRedis(t), sqlf.DBs[0], sqlf.Direct[0], func(stop <-chan struct{}) { sqlf.Flap(stop, f.on, f.off, func() { f.arm(sqlf.Proxy) }) })
+			if f.name != "ledger latency" && failed == 0 && sqlf.Cuts() == 0 {
 				t.Fatal("the fault was not exercised")
 			}
 		})
 	}
 }
 
-// failedCalls counts the calls the running case saw fail and retried.
-var failedCalls atomic.Int64
-
-// again calls op, a few seconds each time, until it succeeds or a minute
-// has gone.
-func again(t *testing.T, what string, op func(ctx context.Context) error) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		err := op(ctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		failedCalls.Add(1)
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after a minute: %v", what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func conformance(t *testing.T, r *testenv.Redis, ledgerDB, direct *sqlx.DB, fault func(stop <-chan struct{})) {
+func conformance(t *testing.T, r *testenv.Redis, ledgerDB, direct *sqlx.DB, fault func(stop <-chan struct{})) (failed int64) {
 	ctx := context.Background()
-	failedCalls.Store(0)
+	rt := testenv.NewRetrier(t)
+	again := func(what string, op func(ctx context.Context) error) { t.Helper(); rt.Do(what, op, nil) }
 	clk := &testenv.Clock{}
 	s := newService(t, r, clk, signin.Config{Buckets: 4})
 	ledger, err := signin.NewLedger(ledgerDB)
@@ -104,9 +81,9 @@ func conformance(t *testing.T, r *testenv.Redis, ledgerDB, direct *sqlx.DB, faul
 	tasks := &testenv.Published{}
 	relay := outbox.NewRelay(r.Client, s.Outboxes(), "rewards", tasks)
 	deliver := func() {
-		again(t, "relay", func(ctx context.Context) error { _, err := relay.DrainAll(ctx); return err })
+		again("relay", func(ctx context.Context) error { _, err := relay.DrainAll(ctx); return err })
 		for _, m := range tasks.Take() {
-			again(t, "grant", func(ctx context.Context) error { return ledger.Handle(ctx, m.Key, m.Value) })
+			again("grant", func(ctx context.Context) error { return ledger.Handle(ctx, m.Key, m.Value) })
 		}
 	}
 	const users, days = 12, 8
@@ -116,7 +93,7 @@ func conformance(t *testing.T, r *testenv.Redis, ledgerDB, direct *sqlx.DB, faul
 		var signing sync.WaitGroup
 		for u := range users {
 			signing.Go(func() {
-				again(t, "sign", func(ctx context.Context) error { _, err := s.Sign(ctx, fmt.Sprint("u", u), clk.Now()); return err })
+				again("sign", func(ctx context.Context) error { _, err := s.Sign(ctx, fmt.Sprint("u", u), clk.Now()); return err })
 			})
 		}
 		signing.Wait()
@@ -145,4 +122,5 @@ func conformance(t *testing.T, r *testenv.Redis, ledgerDB, direct *sqlx.DB, faul
 			t.Fatalf("%s has %d ledger rows (%v), want %d", user, n, err, days+1)
 		}
 	}
+	return rt.Failed()
 }
