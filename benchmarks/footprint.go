@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/internal/keys"
 )
 
 // Footprint is what a measurement's run left stored, sampled from the
@@ -70,15 +71,7 @@ func redisFootprint(ctx context.Context, r *devstack.Redis, ns string, records f
 		}
 		return iter.Err()
 	}
-	var err error
-	switch c := r.Client.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, sample)
-	case *redis.Client:
-		err = sample(ctx, c)
-	default:
-		err = fmt.Errorf("cannot scan a %T", c)
-	}
+	err := keys.EachPrimary(ctx, r.Client, sample)
 	if err == nil && f.Records == 0 {
 		err = fmt.Errorf("no records stored under %s", ns)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/casebook-dev/casebook/internal/keys"
 )
 
 // Kind says what a backend really is, so callers can refuse a fallback.
@@ -266,12 +268,8 @@ func DeleteKeys(ctx context.Context, c redis.UniversalClient, pattern string) er
 		_, err := pipe.Exec(ctx)
 		return err
 	}
-	switch c := c.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, del)
-	case *redis.Client:
-		return del(ctx, c)
-	default:
-		return fmt.Errorf("devstack: cannot scan a %T", c)
+	if err := keys.EachPrimary(ctx, c, del); err != nil {
+		return fmt.Errorf("devstack: delete %s: %w", pattern, err)
 	}
+	return nil
 }

@@ -46,14 +46,7 @@ func (s *Service) Backup(ctx context.Context, db *sqlx.DB, year int, month time.
 	scan := func(ctx context.Context, node *redis.Client) error {
 		return s.eachYear(ctx, node, year, save)
 	}
-	var err error
-	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, scan) // masters are scanned concurrently
-	} else if c, ok := s.rdb.(*redis.Client); ok {
-		err = scan(ctx, c)
-	} else {
-		err = fmt.Errorf("signin: backup cannot scan a %T", s.rdb)
-	}
+	err := keys.EachPrimary(ctx, s.rdb, scan) // masters are scanned concurrently
 	return int(saved.Load()), err
 }
 

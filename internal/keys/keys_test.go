@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -153,5 +154,59 @@ func TestPatternMatchesOnlyItsNamespace(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != odd.Key("t", "x") {
 		t.Fatalf("pattern %q matched %q, want only %q", odd.Pattern()+"*", got, odd.Key("t", "x"))
+	}
+}
+
+// TestEachPrimary: a scan through EachPrimary finds every key of a cluster
+// (spread over every master) and of one server, and an unknown client type
+// is an error, not a silent empty visit.
+func TestEachPrimary(t *testing.T) {
+	ctx := context.Background()
+	for name, r := range map[string]*testenv.Redis{"single": testenv.NewRedis(t), "cluster": testenv.NewRedisCluster(t)} {
+		t.Run(name, func(t *testing.T) {
+			s := keys.NewSpace(r.Namespace)
+			want := map[string]bool{}
+			for i := range 200 {
+				k := s.Key(fmt.Sprint(i), "v")
+				want[k] = true
+				if err := r.Client.Set(ctx, k, i, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var mu sync.Mutex
+			got, nodes := map[string]bool{}, 0
+			err := keys.EachPrimary(ctx, r.Client, func(ctx context.Context, node *redis.Client) error {
+				var found []string
+				iter := node.Scan(ctx, 0, s.Pattern()+"*", 100).Iterator()
+				for iter.Next(ctx) {
+					found = append(found, iter.Val())
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				nodes++
+				for _, k := range found {
+					if got[k] {
+						t.Errorf("key %s seen on two primaries", k)
+					}
+					got[k] = true
+				}
+				return iter.Err()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("found %d keys on %d primaries, want %d", len(got), nodes, len(want))
+			}
+			if _, ok := r.Client.(*redis.ClusterClient); ok && nodes < 2 {
+				t.Fatalf("visited %d primaries of a cluster", nodes)
+			}
+		})
+	}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	defer ring.Close()
+	called := false
+	if err := keys.EachPrimary(ctx, ring, func(context.Context, *redis.Client) error { called = true; return nil }); err == nil || called {
+		t.Fatalf("a ring: err %v, called %v; want an error and no call", err, called)
 	}
 }
