@@ -14,6 +14,7 @@
 //	go run ./benchmarks -scenario benchmarks/examples.json   # your own system
 //	go run ./benchmarks -only rank.add,order.create          # a subset
 //	go run ./benchmarks -html report.html                    # and a page with charts
+//	go run ./benchmarks -soak 10m -redis … -mysql …          # faults, then invariants
 //
 // It exits 1 when a measurement fails or the run is interrupted, 2 for bad
 // flags or a bad scenario file.
@@ -63,10 +64,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	allowEmbedded := fs.Bool("allow-embedded", false, "size machines from measurements made on embedded stand-ins (miniredis, SQLite) too")
 	htmlArg := fs.String("html", "", "also write the plan as a self-contained HTML `file` with latency charts, rerunning "+
 		strings.Join(sweepOps, " and ")+" (when selected) at "+fmt.Sprint(sweepWorkers)+" workers, rank Top by shards (with rank.add) and a post's fan-out by followers (with feed.read)")
+	soak := fs.Duration("soak", 0, "instead of measuring, drive rank, signin, shortlink and seckill for this long (10s..24h) through fault proxies with faults injected at random, then check their invariants and report goroutine and heap growth")
+	soakRate := fs.Int("soak-rate", 100, "operations per second per block under -soak (1..10000)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	switch {
+	case *soak != 0 && (*soak < 10*time.Second || *soak > 24*time.Hour):
+		fmt.Fprintf(stderr, "benchmarks: -soak %v is outside 10s..24h\n", *soak)
+		return 2
+	case *soakRate < 1 || *soakRate > 10000:
+		fmt.Fprintf(stderr, "benchmarks: -soak-rate %d is outside 1..10000\n", *soakRate)
+		return 2
+	case *soak != 0 && (*asJSON || *htmlArg != "" || *onlyArg != "" || *scenarioArg != ""):
+		fmt.Fprintln(stderr, "benchmarks: -soak runs alone (no -json, -html, -only or -scenario)")
+		return 2
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "benchmarks: unexpected arguments %q (flags only; see -h)\n", fs.Args())
 		return 2
@@ -81,6 +93,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "benchmarks:", err)
 		return 2
+	}
+	if *soak != 0 {
+		redis.SetLogger(quiet{})
+		env := &Env{RedisAddr: *redisArg, MySQLDSN: *mysqlArg}
+		defer env.Close()
+		return runSoak(ctx, env, *soak, *soakRate, stdout, stderr)
 	}
 	var page *pageFile
 	if *htmlArg != "" {

@@ -16,6 +16,8 @@ func TestBadArguments(t *testing.T) {
 		{"extra"}, {"-json", "plan.json"}, {"-nope"},
 		{"-utilisation", "0"}, {"-utilisation", "1.5"}, {"-utilisation", "NaN"},
 		{"-html", "/nonexistent-dir/r.html"}, {"-html", t.TempDir()},
+		{"-soak", "1s"}, {"-soak", "25h"}, {"-soak", "10s", "-json"}, {"-soak", "10s", "-only", "rank.add"},
+		{"-soak", "10s", "-soak-rate", "0"},
 	} {
 		var out, errs bytes.Buffer
 		if code := run(context.Background(), args, &out, &errs); code != 2 {

@@ -1,0 +1,616 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/faultproxy"
+	"github.com/casebook-dev/casebook/order"
+	"github.com/casebook-dev/casebook/outbox"
+	"github.com/casebook-dev/casebook/rank"
+	"github.com/casebook-dev/casebook/seckill"
+	"github.com/casebook-dev/casebook/shortlink"
+	"github.com/casebook-dev/casebook/signin"
+)
+
+// The soak mode (-soak D) drives several blocks at a steady rate for D
+// through fault proxies in front of Redis and the SQL server, arming a
+// random fault every few seconds (latency, connection resets, a black hole,
+// lost replies, a lost COMMIT reply), then heals the network, lets the
+// asynchronous parts settle and checks each block's invariants against what
+// its callers were told. Every few seconds it samples goroutines and the
+// live heap, so a leak shows as growth. It exits 1 when an invariant fails.
+//
+// Each operation's outcome is recorded as its caller saw it: acknowledged,
+// refused (a clear answer that changed nothing) or unknown (an error: the
+// write may or may not have happened). An invariant holds for every
+// acknowledged write exactly and bounds the unknown ones.
+
+// soakBlock is one block under soak.
+type soakBlock struct {
+	name  string
+	op    func(ctx context.Context, i int64) outcome
+	check func(ctx context.Context) []string // violated invariants, after settle
+	// settle, when set, finishes the block's asynchronous work once the
+	// network is healed (relays, releases).
+	settle func(ctx context.Context) error
+	close  func()
+
+	acked, refused, unknown, shed atomic.Int64
+}
+
+type outcome int
+
+const (
+	acked outcome = iota
+	refused
+	unknown
+)
+
+func (b *soakBlock) count(o outcome) {
+	switch o {
+	case acked:
+		b.acked.Add(1)
+	case refused:
+		b.refused.Add(1)
+	default:
+		b.unknown.Add(1)
+	}
+}
+
+// soakFaults are the faults armed at random, each for a moment.
+type soakFault struct {
+	name string
+	arm  func()
+	hold time.Duration
+}
+
+func runSoak(ctx context.Context, env *Env, d time.Duration, rate int, stdout, stderr io.Writer) int {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r, err := env.Redis(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "benchmarks: soak:", err)
+		return 1
+	}
+	sqlb, err := env.SQL(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "benchmarks: soak:", err)
+		return 1
+	}
+	mysql.SetLogger(log.New(io.Discard, "", 0)) // the driver logs every cut connection
+	rp, err := faultproxy.Start(r.Addrs[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "benchmarks: soak:", err)
+		return 1
+	}
+	defer rp.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: rp.Addr, ContextTimeoutEnabled: true, PoolSize: 64})
+	defer rdb.Close()
+
+	faults := []soakFault{
+		{"redis latency 50ms", func() { rp.Latency(50*time.Millisecond, 20*time.Millisecond) }, time.Second},
+		{"redis resets", rp.Reset, 200 * time.Millisecond},
+		{"redis black hole", rp.BlackHole, 500 * time.Millisecond},
+		{"redis lost replies (1–4)", func() { rp.DropReplies(1 + rand.IntN(4)) }, time.Second},
+	}
+	db, sqlProxy, err := soakSQL(env.MySQLDSN, sqlb)
+	if err != nil {
+		fmt.Fprintln(stderr, "benchmarks: soak:", err)
+		return 1
+	}
+	if sqlProxy != nil {
+		defer sqlProxy.Close()
+		defer db.Close()
+		faults = append(faults,
+			soakFault{"sql latency 50ms", func() { sqlProxy.Latency(50*time.Millisecond, 20*time.Millisecond) }, time.Second},
+			soakFault{"sql resets", sqlProxy.Reset, 200 * time.Millisecond},
+			soakFault{"sql lost COMMIT reply", func() { sqlProxy.DropReplyTo("COMMIT", 1) }, time.Second},
+		)
+	} else {
+		fmt.Fprintln(stderr, "benchmarks: soak: SQLite has no connection to cut: faults on Redis only (give -mysql for SQL faults)")
+	}
+
+	ns := "casebook:soak:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	defer devstack.DeleteKeys(context.Background(), r.Client, ns+"*")
+	var blocks []*soakBlock
+	for _, mk := range []func(context.Context, redis.UniversalClient, *sqlx.DB, string) (*soakBlock, error){
+		soakRank, soakSignin, soakShortlink, soakSeckill,
+	} {
+		b, err := mk(ctx, rdb, db, ns)
+		if err != nil {
+			fmt.Fprintln(stderr, "benchmarks: soak: set-up:", err)
+			return 1
+		}
+		if b.close != nil {
+			defer b.close()
+		}
+		blocks = append(blocks, b)
+	}
+	fmt.Fprintf(stderr, "soak: %v, %d blocks at %d ops/s each, faults every 2–5 s on %s\n", d, len(blocks), rate, describeRedis(r))
+
+	var samples []soakSample
+	samples = append(samples, sample(0))
+	injected := map[string]int{}
+	var wg sync.WaitGroup
+	runCtx, stopRun := context.WithTimeout(ctx, d)
+	defer stopRun()
+	for _, b := range blocks {
+		wg.Go(func() { drive(runCtx, b, rate) })
+	}
+	start := time.Now()
+	next := time.After(time.Duration(2+rand.IntN(3)) * time.Second)
+	tick := time.NewTicker(max(d/20, 5*time.Second))
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-runCtx.Done():
+			break loop
+		case <-tick.C:
+			s := sample(time.Since(start))
+			samples = append(samples, s)
+			fmt.Fprintf(stderr, "soak: %v goroutines %d, live heap %.1f MiB\n", s.at.Round(time.Second), s.goroutines, s.heapMiB)
+		case <-next:
+			f := faults[rand.IntN(len(faults))]
+			injected[f.name]++
+			f.arm()
+			select {
+			case <-time.After(f.hold):
+			case <-runCtx.Done():
+			}
+			rp.Heal()
+			if sqlProxy != nil {
+				sqlProxy.Heal()
+			}
+			next = time.After(time.Duration(2000+rand.IntN(3000)) * time.Millisecond)
+		}
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "benchmarks: soak: interrupted")
+		return 1
+	}
+	rp.Heal()
+	if sqlProxy != nil {
+		sqlProxy.Heal()
+	}
+
+	failed := false
+	settleCtx, stopSettle := context.WithTimeout(ctx, 2*time.Minute)
+	defer stopSettle()
+	violations := map[string][]string{}
+	for _, b := range blocks {
+		if b.settle != nil {
+			if err := b.settle(settleCtx); err != nil {
+				violations[b.name] = append(violations[b.name], "settle: "+err.Error())
+			}
+		}
+		violations[b.name] = append(violations[b.name], b.check(settleCtx)...)
+		failed = failed || len(violations[b.name]) > 0
+	}
+	end := sample(time.Since(start))
+	samples = append(samples, end)
+
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "soak of %v at %d ops/s per block, on %s and %s\n\n", d, rate, describeRedis(r), sqlb.Kind)
+	fmt.Fprintln(w, "fault\tinjected")
+	for _, f := range faults {
+		fmt.Fprintf(w, "%s\t%d\n", f.name, injected[f.name])
+	}
+	fmt.Fprintf(w, "redis replies lost\t%d\n", rp.Cuts())
+	if sqlProxy != nil {
+		fmt.Fprintf(w, "sql replies lost\t%d\n", sqlProxy.Cuts())
+	}
+	fmt.Fprintln(w, "\nblock\tacknowledged\trefused\tunknown (errors)\tshed (late ticks)\tinvariants")
+	for _, b := range blocks {
+		verdict := "hold"
+		if len(violations[b.name]) > 0 {
+			verdict = fmt.Sprintf("%d VIOLATED", len(violations[b.name]))
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\n", b.name, b.acked.Load(), b.refused.Load(), b.unknown.Load(), b.shed.Load(), verdict)
+	}
+	w.Flush()
+	for _, b := range blocks {
+		for i, v := range violations[b.name] {
+			if i == 10 {
+				fmt.Fprintf(stdout, "  %s: … and %d more\n", b.name, len(violations[b.name])-10)
+				break
+			}
+			fmt.Fprintf(stdout, "  %s: %s\n", b.name, v)
+		}
+	}
+	first, peakG, peakH := samples[min(1, len(samples)-1)], 0, 0.0
+	for _, s := range samples {
+		peakG, peakH = max(peakG, s.goroutines), max(peakH, s.heapMiB)
+	}
+	fmt.Fprintf(stdout, "\ngoroutines: %d before, %d at the first sample under load, %d at the end (peak %d)\n", samples[0].goroutines, first.goroutines, end.goroutines, peakG)
+	fmt.Fprintf(stdout, "live heap: %.1f MiB before, %.1f MiB at the first sample under load, %.1f MiB at the end (peak %.1f MiB)\n", samples[0].heapMiB, first.heapMiB, end.heapMiB, peakH)
+	if failed {
+		fmt.Fprintln(stderr, "benchmarks: soak: invariants violated")
+		return 1
+	}
+	return 0
+}
+
+// soakSQL opens the scratch database through a fault proxy on MySQL; SQLite
+// is used as it is (nil proxy).
+func soakSQL(dsn string, sqlb *devstack.SQL) (*sqlx.DB, *faultproxy.Proxy, error) {
+	if dsn == "" {
+		return sqlb.DB, nil, nil
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := faultproxy.Start(cfg.Addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Addr, cfg.DBName, cfg.ParseTime = p.Addr, sqlb.Name, true
+	db, err := sqlx.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		p.Close()
+		return nil, nil, err
+	}
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	return db, p, nil
+}
+
+type soakSample struct {
+	at         time.Duration
+	goroutines int
+	heapMiB    float64
+}
+
+func sample(at time.Duration) soakSample {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return soakSample{at: at, goroutines: runtime.NumGoroutine(), heapMiB: float64(m.HeapAlloc) / (1 << 20)}
+}
+
+// drive calls b.op rate times a second until ctx ends, from up to 64
+// goroutines; a tick that finds all of them busy (every call stuck in a
+// fault) is shed and counted.
+func drive(ctx context.Context, b *soakBlock, rate int) {
+	ticks := make(chan int64)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for i := range ticks {
+				opCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				b.count(b.op(opCtx, i))
+				cancel()
+			}
+		})
+	}
+	t := time.NewTicker(time.Second / time.Duration(rate))
+	defer func() {
+		t.Stop()
+		close(ticks)
+		wg.Wait()
+	}()
+	for i := int64(0); ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			select {
+			case ticks <- i:
+			default:
+				b.shed.Add(1)
+			}
+		}
+	}
+}
+
+// soakRank: +1 to one of 200 members. Add is retry-safe (a request id per
+// script call), so each member's score lies between its acknowledged adds
+// and those plus the unknown ones.
+func soakRank(ctx context.Context, rdb redis.UniversalClient, _ *sqlx.DB, ns string) (*soakBlock, error) {
+	board, err := rank.New(rdb, rank.Config{Name: "soak", Namespace: ns + ":rank", Shards: 4, Epoch: time.Now().Add(-time.Minute)})
+	if err != nil {
+		return nil, err
+	}
+	const members = 200
+	var ack, unk [members]atomic.Int64
+	return &soakBlock{
+		name: "rank (Add, 4 shards)",
+		op: func(ctx context.Context, i int64) outcome {
+			m := i % members
+			if _, err := board.Add(ctx, "m"+strconv.FormatInt(m, 10), 1); err != nil {
+				unk[m].Add(1)
+				return unknown
+			}
+			ack[m].Add(1)
+			return acked
+		},
+		check: func(ctx context.Context) []string {
+			var bad []string
+			for m := range members {
+				e, err := board.Score(ctx, "m"+strconv.Itoa(m))
+				if errors.Is(err, rank.ErrNotFound) {
+					e.Score, err = 0, nil
+				}
+				if err != nil {
+					return append(bad, "read: "+err.Error())
+				}
+				if lo, hi := ack[m].Load(), ack[m].Load()+unk[m].Load(); e.Score < lo || e.Score > hi {
+					bad = append(bad, fmt.Sprintf("m%d scores %d; acknowledged adds %d, unknown %d", m, e.Score, lo, hi-lo))
+				}
+			}
+			return bad
+		},
+	}, nil
+}
+
+// soakSignin: 500 users sign days of 2026 at random. A day acknowledged is
+// signed; each user's month count lies between the days acknowledged and
+// those plus the unknown ones.
+func soakSignin(ctx context.Context, rdb redis.UniversalClient, _ *sqlx.DB, ns string) (*soakBlock, error) {
+	s, err := signin.New(rdb, signin.Config{Namespace: ns + ":signin", Buckets: 8})
+	if err != nil {
+		return nil, err
+	}
+	const users = 500
+	type days struct {
+		mu           sync.Mutex
+		ack, unknown map[int]bool // day of March 2026
+	}
+	var all [users]days
+	for u := range all {
+		all[u].ack, all[u].unknown = map[int]bool{}, map[int]bool{}
+	}
+	return &soakBlock{
+		name: "signin (Sign)",
+		op: func(ctx context.Context, i int64) outcome {
+			u, day := int(i%users), 1+rand.IntN(31)
+			_, err := s.Sign(ctx, "u"+strconv.Itoa(u), time.Date(2026, 3, day, 12, 0, 0, 0, time.UTC))
+			d := &all[u]
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			if err != nil {
+				d.unknown[day] = true
+				return unknown
+			}
+			d.ack[day] = true
+			return acked
+		},
+		check: func(ctx context.Context) []string {
+			var bad []string
+			for u := range all {
+				d := &all[u]
+				user := "u" + strconv.Itoa(u)
+				n, err := s.MonthCount(ctx, user, 2026, time.March)
+				if err != nil {
+					return append(bad, "read: "+err.Error())
+				}
+				either := len(d.ack)
+				for day := range d.unknown {
+					if !d.ack[day] {
+						either++
+					}
+				}
+				if n < len(d.ack) || n > either {
+					bad = append(bad, fmt.Sprintf("%s has %d days in March; acknowledged %d, at most %d", user, n, len(d.ack), either))
+				}
+				for day := range d.ack {
+					if ok, err := s.Status(ctx, user, signin.Date{Year: 2026, Month: time.March, Day: day}); err != nil || !ok {
+						bad = append(bad, fmt.Sprintf("%s: acknowledged 2026-03-%02d reads signed=%v (%v)", user, day, ok, err))
+					}
+				}
+			}
+			return bad
+		},
+	}, nil
+}
+
+// soakShortlink: shorten a new URL, resolve a link made earlier. Every code
+// acknowledged resolves to its own URL, during the soak and after.
+func soakShortlink(ctx context.Context, rdb redis.UniversalClient, db *sqlx.DB, ns string) (*soakBlock, error) {
+	svc, err := shortlink.New([]*sqlx.DB{db}, rdb, shortlink.Config{BaseURL: "https://sho.rt", Namespace: ns + ":link", SegmentStep: 100})
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	var (
+		mu    sync.Mutex
+		links = map[string]string{} // code → URL
+		codes []string
+		wrong []string
+	)
+	return &soakBlock{
+		name:  "shortlink (Shorten, Resolve)",
+		close: func() { svc.Close(context.Background()) },
+		op: func(ctx context.Context, i int64) outcome {
+			if i%2 == 1 {
+				mu.Lock()
+				if len(codes) == 0 {
+					mu.Unlock()
+					return refused
+				}
+				code := codes[rand.IntN(len(codes))]
+				want := links[code]
+				mu.Unlock()
+				l, err := svc.Resolve(ctx, code)
+				if err != nil {
+					return unknown
+				}
+				if l.URL != want {
+					mu.Lock()
+					wrong = append(wrong, fmt.Sprintf("%s resolved to %s, made for %s", code, l.URL, want))
+					mu.Unlock()
+				}
+				return acked
+			}
+			url := "https://example.com/soak/" + strconv.FormatInt(i, 10)
+			l, err := svc.Shorten(ctx, url, shortlink.Options{})
+			if err != nil {
+				return unknown
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if prev, ok := links[l.Code]; ok {
+				wrong = append(wrong, fmt.Sprintf("code %s issued twice: %s and %s", l.Code, prev, url))
+			}
+			links[l.Code] = url
+			codes = append(codes, l.Code)
+			return acked
+		},
+		check: func(ctx context.Context) []string {
+			mu.Lock()
+			defer mu.Unlock()
+			bad := append([]string(nil), wrong...)
+			for code, url := range links {
+				l, err := svc.Resolve(ctx, code)
+				if err != nil || l.URL != url {
+					bad = append(bad, fmt.Sprintf("%s made for %s resolves to %v (%v)", code, url, l, err))
+				}
+			}
+			return bad
+		},
+	}, nil
+}
+
+// soakSeckill: a campaign of 500 units over 4 buckets, 2,000 users buying one
+// each (limit 1), unpaid reservations released after 15 s (operations give up after 5 s, within the 10 s retry window), orders relayed
+// straight into the order block. Every purchase acknowledged has its order
+// in SQL once the relay drained; once every reservation is released, Redis
+// and SQL both hold all 500 units again and Reconcile finds no difference.
+func soakSeckill(ctx context.Context, rdb redis.UniversalClient, db *sqlx.DB, ns string) (*soakBlock, error) {
+	ids, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 1})
+	if err != nil {
+		return nil, err
+	}
+	orders, err := order.New(rdb, []*sqlx.DB{db}, order.Config{Namespace: ns + ":order"})
+	if err != nil {
+		ids.Close()
+		return nil, err
+	}
+	closeAll := func() { orders.Close(); ids.Close() }
+	const stock, buyers, pay = 500, 2000, 15 * time.Second
+	s, err := seckill.New(rdb, db, orders, seckill.Config{Namespace: ns + ":sale", IDs: ids, PayTimeout: pay, RetryWindow: 10 * time.Second})
+	if err == nil {
+		err = orders.Migrate(ctx)
+	}
+	if err == nil {
+		err = s.Migrate(ctx)
+	}
+	var sale *seckill.Sale
+	if err == nil {
+		sale, err = s.Create(ctx, seckill.Campaign{ID: "soak-" + ns[len(ns)-6:], SKU: "soak-" + ns[len(ns)-6:], Price: 100, Stock: stock, Limit: 1, Buckets: 4,
+			Starts: time.Now().Add(-time.Minute), Ends: time.Now().Add(24 * time.Hour)})
+	}
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	relay := outbox.NewRelay(rdb, sale.Outboxes(), "orders", outbox.Direct(s.HandleOrder))
+	bt := sale.NewBatcher(seckill.BatchConfig{})
+	bg, stopBG := context.WithCancel(context.Background())
+	var bgWG sync.WaitGroup
+	bgWG.Go(func() { relay.Run(bg, 50*time.Millisecond, func(error) {}) })
+	bgWG.Go(func() {
+		for t := time.NewTicker(200 * time.Millisecond); ; {
+			select {
+			case <-bg.Done():
+				t.Stop()
+				return
+			case <-t.C:
+				// Errors under faults: the next tick retries. order's Sweep
+				// settles the stock of an order whose close was cut half-way
+				// (a deployment runs it every minute or so); until then its
+				// reservation waits.
+				sale.ReleaseDue(bg)
+				orders.Sweep(bg, 100)
+			}
+		}
+	})
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			stopBG()
+			bgWG.Wait()
+			bt.Close()
+		}
+	}
+	type won struct{ user, id string }
+	var (
+		mu   sync.Mutex
+		wins []won
+	)
+	return &soakBlock{
+		name:  "seckill (Buy via Batcher, release, orders)",
+		close: func() { stop(); closeAll() },
+		op: func(ctx context.Context, i int64) outcome {
+			user := "u" + strconv.Itoa(rand.IntN(buyers))
+			id, err := bt.Buy(ctx, user, 1)
+			switch {
+			case errors.Is(err, seckill.ErrSoldOut), errors.Is(err, seckill.ErrLimitReached), errors.Is(err, seckill.ErrRateLimited):
+				return refused
+			case err != nil:
+				return unknown
+			}
+			mu.Lock()
+			wins = append(wins, won{user, id})
+			mu.Unlock()
+			return acked
+		},
+		settle: func(ctx context.Context) error {
+			stop() // no more buys: drain the relay, then release every reservation
+			if _, err := relay.DrainAll(ctx); err != nil {
+				return fmt.Errorf("relay: %w", err)
+			}
+			deadline := time.Now().Add(pay + 30*time.Second)
+			for {
+				_, relErr := sale.ReleaseDue(ctx)
+				if _, err := orders.Sweep(ctx, 100); err != nil {
+					relErr = errors.Join(relErr, err)
+				}
+				rep, err := sale.Reconcile(ctx, false)
+				if err == nil && rep.OK() && rep.InFlight == 0 && rep.SQLStock == stock && rep.RedisStock == stock {
+					return nil
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("after every deadline passed: %+v (reconcile: %v; last release: %v)", rep, err, relErr)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		},
+		check: func(ctx context.Context) []string {
+			mu.Lock()
+			defer mu.Unlock()
+			var bad []string
+			for _, w := range wins {
+				o, err := s.OrderOf(ctx, w.user, w.id)
+				if err != nil {
+					bad = append(bad, fmt.Sprintf("acknowledged purchase %s of %s has no order: %v", w.id, w.user, err))
+				} else if o.Status != order.Closed {
+					bad = append(bad, fmt.Sprintf("unpaid order of purchase %s is %s after its deadline, want closed", w.id, o.Status))
+				}
+			}
+			return bad
+		},
+	}, nil
+}
