@@ -80,14 +80,17 @@ func BenchmarkShorten(b *testing.B) {
 	})
 }
 
-// BenchmarkRedirectHTTP: GET /{code} through the handler, and through a bare
-// net/http handler that only writes the same redirect, in one run (so
-// -count interleaves them). The client is a load generator in another
+// BenchmarkRedirectHTTP: GET /{code} through the handler — reading the
+// client's miss budget from Redis before each lookup (the default), or with
+// Config.LocalMissFilter — and through a bare net/http handler that only
+// writes the same redirect, in one run (so -count interleaves them). The client is a load generator in another
 // process (testenv.LoadGen, vegeta): the timings are the server's, not a
 // client's sharing its heap and scheduler; both still share the machine.
 func BenchmarkRedirectHTTP(b *testing.B) {
-	s := newService(b, testenv.NewRedis(b), shortlink.Config{FlushEvery: time.Hour})
+	r, db := testenv.NewRedis(b), testenv.NewSQL(b)
+	s := newServiceOn(b, r, db, shortlink.Config{FlushEvery: time.Hour, TablesPerDB: 16})
 	codes := seeded(b, s, 1024)
+	filtered := newServiceOn(b, r, db, shortlink.Config{FlushEvery: time.Hour, TablesPerDB: 16, LocalMissFilter: true})
 	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "private, max-age=0")
 		w.Header().Set("Location", "https://example.com/"+r.URL.Path[1:])
@@ -96,7 +99,7 @@ func BenchmarkRedirectHTTP(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		h    http.Handler
-	}{{"impl=casebook", s.Handler(nil)}, {"impl=bare-net-http", bare}} {
+	}{{"impl=casebook", s.Handler(nil)}, {"impl=casebook-local-miss-filter", filtered.Handler(nil)}, {"impl=bare-net-http", bare}} {
 		b.Run(c.name, func(b *testing.B) {
 			srv := httptest.NewServer(c.h)
 			defer srv.Close()

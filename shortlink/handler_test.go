@@ -148,8 +148,10 @@ func TestServiceWidePermanentRedirects(t *testing.T) {
 
 // Creation is limited per IP; misses are too, and an IP out of miss budget
 // gets 429 even for codes that exist (so walking the code space stalls).
-func TestRateLimits(t *testing.T) {
-	s := newService(t, testenv.NewRedis(t), shortlink.Config{CreateLimit: redis_rate.PerMinute(5), MissLimit: redis_rate.PerMinute(3)})
+func TestRateLimits(t *testing.T) { eachMissMode(t, testRateLimits) }
+
+func testRateLimits(t *testing.T, local bool) {
+	s := newService(t, testenv.NewRedis(t), shortlink.Config{LocalMissFilter: local, CreateLimit: redis_rate.PerMinute(5), MissLimit: redis_rate.PerMinute(3)})
 	base := server(t, s)
 	var code string
 	for i := range 7 {
@@ -192,9 +194,11 @@ func TestRateLimits(t *testing.T) {
 // An IP out of miss budget learns nothing more: every code answers 429 with
 // Retry-After before any lookup (no cache or SQL read), in the handler's
 // redirect, stats and delete routes and in ResolveWith alike.
-func TestMissLimitBeforeLookup(t *testing.T) {
+func TestMissLimitBeforeLookup(t *testing.T) { eachMissMode(t, testMissLimitBeforeLookup) }
+
+func testMissLimitBeforeLookup(t *testing.T, local bool) {
 	ctx := context.Background()
-	s := newService(t, testenv.NewRedis(t), shortlink.Config{MissLimit: redis_rate.PerMinute(3)})
+	s := newService(t, testenv.NewRedis(t), shortlink.Config{LocalMissFilter: local, MissLimit: redis_rate.PerMinute(3)})
 	base := server(t, s)
 	l, err := s.Shorten(ctx, "https://example.com/", shortlink.Options{})
 	if err != nil {
@@ -408,9 +412,11 @@ func TestHeadDoesNotConsume(t *testing.T) {
 
 // A client is limited by what it is, not how its address is spelt: one IPv4
 // address in any form, one IPv6 /64 whatever address in it.
-func TestRateLimitClientSpellings(t *testing.T) {
+func TestRateLimitClientSpellings(t *testing.T) { eachMissMode(t, testRateLimitClientSpellings) }
+
+func testRateLimitClientSpellings(t *testing.T, local bool) {
 	ctx := context.Background()
-	s := newService(t, testenv.NewRedis(t), shortlink.Config{MissLimit: redis_rate.PerMinute(3), CreateLimit: redis_rate.PerMinute(2)})
+	s := newService(t, testenv.NewRedis(t), shortlink.Config{LocalMissFilter: local, MissLimit: redis_rate.PerMinute(3), CreateLimit: redis_rate.PerMinute(2)})
 	resolve := func(ip string) error {
 		_, err := s.ResolveWith(ctx, "nosuchcode", shortlink.ResolveOptions{ClientIP: ip})
 		return err
@@ -435,5 +441,14 @@ func TestRateLimitClientSpellings(t *testing.T) {
 		if i < 2 && err != nil || i == 2 && !errors.Is(err, shortlink.ErrRateLimited) {
 			t.Errorf("create %d from %s: %v", i+1, ip, err)
 		}
+	}
+}
+
+// eachMissMode runs a miss-limit test with the budget read from Redis
+// before every lookup, and with Config.LocalMissFilter: within one process
+// the limits are the same.
+func eachMissMode(t *testing.T, test func(t *testing.T, local bool)) {
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("LocalMissFilter=%v", local), func(t *testing.T) { test(t, local) })
 	}
 }

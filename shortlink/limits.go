@@ -44,11 +44,20 @@ func (s *Service) limitMisses(ctx context.Context, ip string, find func() error)
 	if ip == "" {
 		return find()
 	}
-	if err := s.missBudget(ctx, ip); err != nil {
-		return err
+	key := clientKey(ip)
+	if s.misses == nil || s.misses.suspect(key, s.cfg.Now()) {
+		if err := s.missBudget(ctx, ip); err != nil {
+			if s.misses != nil {
+				s.misses.missed(key, s.cfg.Now())
+			}
+			return err
+		}
 	}
 	err := find()
 	if errors.Is(err, ErrNotFound) {
+		if s.misses != nil {
+			s.misses.missed(key, s.cfg.Now())
+		}
 		lerr := s.allow(ctx, "miss", ip, s.cfg.MissLimit)
 		if errors.Is(lerr, ErrRateLimited) { // spent meanwhile by concurrent misses
 			return lerr

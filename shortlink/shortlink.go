@@ -123,6 +123,19 @@ type Config struct {
 	// whole.
 	CreateLimit redis_rate.Limit
 	MissLimit   redis_rate.Limit
+	// LocalMissFilter skips the Redis read of a client's miss budget
+	// before a lookup when the client has not missed through this Service
+	// within the budget's refill time (Burst × Period / Rate): a client
+	// that never misses — nearly every visitor — costs no Redis call, and
+	// a cached redirect none at all. The cost: a client that spent its
+	// budget through other processes gets one lookup on this one before
+	// it is refused here too (one per process, while it keeps missing),
+	// so it can tell one more code's existence per process. The filter
+	// holds up to LocalMissClients clients [1,000,000]; past that it checks
+	// every client in Redis until entries expire. Off by default: then
+	// every lookup with a ClientIP reads the budget first.
+	LocalMissFilter  bool
+	LocalMissClients int
 
 	// FlushEvery is how often counted clicks are written to SQL [1s].
 	FlushEvery time.Duration
@@ -143,6 +156,7 @@ type Service struct {
 	segments *idgen.SQLSource
 	space    keys.Space
 	limiter  *redis_rate.Limiter
+	misses   *missFilter // nil without Config.LocalMissFilter
 	local    *ristretto.Cache[string, *cached]
 	flight   singleflight.Group
 	clicks   *clickCounter
@@ -209,6 +223,10 @@ func New(dbs []*sqlx.DB, rdb redis.UniversalClient, cfg Config) (*Service, error
 		ownHosts: own, blocked: blocked,
 		reserved: set(append(append([]string(nil), DefaultReserved...), cfg.Reserved...)),
 	}
+	if cfg.LocalMissFilter {
+		l := cfg.MissLimit
+		s.misses = newMissFilter(time.Duration(l.Burst)*l.Period/time.Duration(l.Rate), cfg.LocalMissClients)
+	}
 	s.clicks = newClickCounter(s)
 	return s, nil
 }
@@ -242,6 +260,9 @@ func applyDefaults(cfg *Config) error {
 	if cfg.MissLimit.IsZero() {
 		cfg.MissLimit = redis_rate.PerMinute(60)
 	}
+	if cfg.LocalMissClients == 0 {
+		cfg.LocalMissClients = 1_000_000
+	}
 	if cfg.OnError == nil {
 		cfg.OnError = func(error) {}
 	}
@@ -270,6 +291,8 @@ func validateConfig(cfg *Config) error {
 		return bad("negative duration (only LocalTTL may be negative)")
 	case !validLimit(cfg.CreateLimit) || !validLimit(cfg.MissLimit):
 		return bad("rate limits need a positive rate, burst and period")
+	case cfg.LocalMissClients < 1:
+		return bad("LocalMissClients %d < 1", cfg.LocalMissClients)
 	}
 	if cfg.Codes == PermutedCodes {
 		// idgen owns the code length's range; any non-zero key will do here.
