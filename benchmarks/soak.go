@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/devstack"
+	feedblock "github.com/casebook-dev/casebook/feed"
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/faultproxy"
 	"github.com/casebook-dev/casebook/order"
@@ -131,7 +134,7 @@ func runSoak(ctx context.Context, env *Env, d time.Duration, rate int, stdout, s
 	defer devstack.DeleteKeys(context.Background(), r.Client, ns+"*")
 	var blocks []*soakBlock
 	for _, mk := range []func(context.Context, redis.UniversalClient, *sqlx.DB, string) (*soakBlock, error){
-		soakRank, soakSignin, soakShortlink, soakSeckill,
+		soakRank, soakSignin, soakShortlink, soakSeckill, soakFeed,
 	} {
 		b, err := mk(ctx, rdb, db, ns)
 		if err != nil {
@@ -608,6 +611,175 @@ func soakSeckill(ctx context.Context, rdb redis.UniversalClient, db *sqlx.DB, ns
 					bad = append(bad, fmt.Sprintf("acknowledged purchase %s of %s has no order: %v", w.id, w.user, err))
 				} else if o.Status != order.Closed {
 					bad = append(bad, fmt.Sprintf("unpaid order of purchase %s is %s after its deadline, want closed", w.id, o.Status))
+				}
+			}
+			return bad
+		},
+	}, nil
+}
+
+// soakFeed: 40 authors publish (a quarter of the ticks; the rest read a
+// timeline), 60 readers follow 3 authors each, fan-out relayed straight into
+// the inboxes. No timeline page ever holds a post twice; once the relay
+// drained, each reader's whole timeline holds no post twice, only posts of
+// the authors it follows, and every acknowledged one among the newest 1,500
+// (below the inbox cap) of those authors.
+func soakFeed(ctx context.Context, rdb redis.UniversalClient, db *sqlx.DB, ns string) (*soakBlock, error) {
+	svc, err := feedblock.New(rdb, []*sqlx.DB{db}, feedblock.Config{Namespace: ns + ":feed", TablesPerDB: 4})
+	if err != nil {
+		return nil, err
+	}
+	const authors, readers, follows = 40, 60, 3
+	followed := map[string][]string{}
+	var pairs [][2]string
+	for r := range readers {
+		reader := "r" + strconv.Itoa(r)
+		for k := range follows {
+			author := "a" + strconv.Itoa((r*7+k*13)%authors)
+			pairs = append(pairs, [2]string{reader, author})
+			followed[reader] = append(followed[reader], author)
+		}
+	}
+	if err := svc.Migrate(ctx); err == nil {
+		err = svc.SeedFollows(ctx, pairs)
+	}
+	if err != nil {
+		svc.Close()
+		return nil, err
+	}
+	bg, stopBG := context.WithCancel(context.Background())
+	var bgWG sync.WaitGroup
+	relay := func(ctx context.Context) (int, error) {
+		return svc.RelayFanout(ctx, outbox.Direct(svc.HandleChunk), "feed", 100)
+	}
+	bgWG.Go(func() {
+		for t := time.NewTicker(50 * time.Millisecond); ; {
+			select {
+			case <-bg.Done():
+				t.Stop()
+				return
+			case <-t.C:
+				relay(bg) // errors under faults: the next tick retries
+			}
+		}
+	})
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			stopBG()
+			bgWG.Wait()
+		}
+	}
+	var (
+		mu         sync.Mutex
+		posts      = map[string][]feedblock.Post{} // author → acknowledged posts
+		unanswered = map[string]int{}              // author → publishes with no answer
+		wrong      []string
+	)
+	timeline := func(ctx context.Context, reader string, pages int) ([]feedblock.Post, error) {
+		var all []feedblock.Post
+		cursor := ""
+		for range pages {
+			p, err := svc.Timeline(ctx, reader, cursor, 100)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, p.Posts...)
+			if cursor = p.Next; cursor == "" {
+				break
+			}
+		}
+		return all, nil
+	}
+	dupes := func(ps []feedblock.Post) []int64 {
+		seen, twice := map[int64]bool{}, []int64(nil)
+		for _, p := range ps {
+			if seen[p.ID] {
+				twice = append(twice, p.ID)
+			}
+			seen[p.ID] = true
+		}
+		return twice
+	}
+	return &soakBlock{
+		name:  "feed (Publish, Timeline, fan-out)",
+		close: func() { stop(); svc.Close() },
+		op: func(ctx context.Context, i int64) outcome {
+			if i%4 != 0 {
+				reader := "r" + strconv.Itoa(rand.IntN(readers))
+				ps, err := timeline(ctx, reader, 1)
+				if err != nil {
+					return unknown
+				}
+				if d := dupes(ps); len(d) > 0 {
+					mu.Lock()
+					wrong = append(wrong, fmt.Sprintf("a page of %s's timeline holds posts %v twice", reader, d))
+					mu.Unlock()
+				}
+				return acked
+			}
+			author := "a" + strconv.Itoa(rand.IntN(authors))
+			p, err := svc.Publish(ctx, feedblock.PublishRequest{Author: author, RequestID: "p" + strconv.FormatInt(i, 10), Body: "soak " + strconv.FormatInt(i, 10)})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				unanswered[author]++
+				return unknown
+			}
+			posts[author] = append(posts[author], p)
+			return acked
+		},
+		settle: func(ctx context.Context) error {
+			stop()
+			for quiet := 0; quiet < 2; {
+				n, err := relay(ctx)
+				if err != nil {
+					return fmt.Errorf("relay: %w", err)
+				}
+				if n == 0 {
+					quiet++
+				}
+			}
+			return nil
+		},
+		check: func(ctx context.Context) []string {
+			mu.Lock()
+			defer mu.Unlock()
+			bad := append([]string(nil), wrong...)
+			for r := range readers {
+				reader := "r" + strconv.Itoa(r)
+				got, err := timeline(ctx, reader, 1000)
+				if err != nil {
+					return append(bad, fmt.Sprintf("%s's timeline: %v", reader, err))
+				}
+				if d := dupes(got); len(d) > 0 {
+					bad = append(bad, fmt.Sprintf("%s's timeline holds posts %v twice", reader, d))
+				}
+				in := map[int64]bool{}
+				byAuthor := map[string]int{}
+				for _, p := range got {
+					in[p.ID] = true
+					byAuthor[p.Author]++
+				}
+				var want []feedblock.Post
+				for _, a := range followed[reader] {
+					want = append(want, posts[a]...)
+				}
+				for a, n := range byAuthor {
+					acks := 0
+					if slices.Contains(followed[reader], a) {
+						acks = len(posts[a]) + unanswered[a]
+					}
+					if n > acks {
+						bad = append(bad, fmt.Sprintf("%s's timeline holds %d posts of %s, who published at most %d it may see", reader, n, a, acks))
+					}
+				}
+				slices.SortFunc(want, func(x, y feedblock.Post) int { return cmp.Compare(y.Score, x.Score) })
+				for _, p := range want[:min(len(want), 1500)] {
+					if !in[p.ID] {
+						bad = append(bad, fmt.Sprintf("%s's timeline lacks post %d of %s (acknowledged)", reader, p.ID, p.Author))
+					}
 				}
 			}
 			return bad

@@ -22,7 +22,7 @@ func TestSoak(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, block := range []string{"rank", "signin", "shortlink", "seckill"} {
+	for _, block := range []string{"rank", "signin", "shortlink", "seckill", "feed"} {
 		row := regexp.MustCompile(`(?m)^` + block + ` .*\s(\d+)\s+\d+\s+\d+\s+\d+\s+hold$`).FindStringSubmatch(out.String())
 		if row == nil {
 			t.Errorf("no row for %s whose invariants hold", block)
