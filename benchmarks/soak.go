@@ -640,7 +640,7 @@ func soakFeed(ctx context.Context, rdb redis.UniversalClient, db *sqlx.DB, ns st
 			followed[reader] = append(followed[reader], author)
 		}
 	}
-	if err := svc.Migrate(ctx); err == nil {
+	if err = svc.Migrate(ctx); err == nil {
 		err = svc.SeedFollows(ctx, pairs)
 	}
 	if err != nil {
