@@ -30,17 +30,26 @@
 // next share, records the claim, and appends the claim message — or, for a
 // user who holds a share already, returns it and changes nothing, so a
 // client retry after a lost reply is harmless. OpenMany puts the opens of
-// one bucket into one call and pipelines all calls.
+// one bucket into one call, grouped by packet, and pipelines all calls; a
+// call reads each packet's state and its openers' claims with one HMGET,
+// pops its new claims' shares with one LPOP, records them and the claimed
+// count and amount with one HSET, and appends one message per packet.
 //
 // # Persistence
 //
-// An outbox.Relay publishes the claim messages (keyed by packet); Handle
-// consumes them: in the packet's shard it inserts the claim (unique on
-// packet and user, and on packet and share) and adds it to the packet's
-// totals, guarded so claims never exceed the total or land on a refunded
-// packet; then in the receiver's shard it inserts the received row (unique
-// on user and packet) and credits the wallet. Redeliveries, replays and
-// a relay killed between the ack and the delete credit nothing twice.
+// An outbox.Relay publishes the claim messages, keyed by packet: each
+// carries the claims one call made on one packet, as versioned JSON
+// (ClaimMessage; format 2, a list of claims; format 1, one claim a
+// message, is still read). Handle consumes them: in the packet's shard one
+// transaction inserts the claims (unique on packet and user, and on packet
+// and share) and adds the new ones to the packet's totals, guarded so
+// claims never exceed the total or land on a refunded packet; then, in each
+// receiver's shard, one transaction inserts the received rows (unique on
+// user and packet) and credits the wallets. Redeliveries, replays and a
+// relay killed between the ack and the delete credit nothing twice. A claim
+// the ledger contradicts (the user holds another share, or the share went
+// to another user) is poison; the other claims of its message are recorded
+// and credited all the same.
 //
 // # Refunds
 //

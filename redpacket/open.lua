@@ -11,9 +11,10 @@
 -- retried call (a lost reply) or a repeated open is harmless. A packet's
 -- state is read with one HMGET, its new claims' shares popped with one LPOP
 -- and recorded, with the claimed count and amount (the fence Refund reads),
--- with one HSET; each new claim is appended to the outbox as a claim
--- message, format 1:
---   {"v":1,"packet":<id>,"user":"<user>","amount":<fen>,"index":<draw>,"at":<ms>}
+-- with one HSET; the packet's new claims of the call are appended to the
+-- outbox as one claim message, format 2 (user ids are printable ASCII:
+-- only '"' and '\' need escaping):
+--   {"v":2,"packet":<id>,"at":<ms>,"claims":[{"user":"<user>","amount":<fen>,"index":<draw>},…]}
 local now = tonumber(ARGV[1])
 local out = {}
 local a = 2
@@ -51,9 +52,9 @@ for j = 2, #KEYS, 2 do
         set[#set + 1] = field
         set[#set + 1] = fen
         sum = sum + tonumber(fen)
-        claims[#claims + 1] = fen
-        redis.call('XADD', KEYS[1], '*', 'k', packet, 'v', '{"v":1,"packet":' .. packet .. ',"user":' .. cjson.encode(string.sub(field, 3)) ..
-          ',"amount":' .. fen .. ',"index":' .. index .. ',"at":' .. ARGV[1] .. '}')
+        local user = string.sub(field, 3)
+        if string.find(user, '["\\]') then user = string.gsub(user, '["\\]', '\\%0') end
+        claims[#claims + 1] = '{"user":"' .. user .. '","amount":' .. fen .. ',"index":' .. index .. '}'
         out[base + i] = tonumber(fen)
       else
         out[base + i] = -2
@@ -65,6 +66,7 @@ for j = 2, #KEYS, 2 do
       set[#set + 1] = 'amount'
       set[#set + 1] = tonumber(st[4]) + sum
       redis.call('HSET', state, unpack(set))
+      redis.call('XADD', KEYS[1], '*', 'k', packet, 'v', '{"v":2,"packet":' .. packet .. ',"at":' .. ARGV[1] .. ',"claims":[' .. table.concat(claims, ',') .. ']}')
     end
   end
 end
