@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
@@ -71,7 +73,8 @@ const (
 // It reports opens/s and, where the server tells (INFO), the server's time
 // per open: in the scripts (commandstats), and its main thread's CPU time,
 // which also counts reading the calls and writing the replies — the figure
-// that says how many opens one dedicated primary could serve.
+// that says how many opens one dedicated primary could serve — and the
+// benchmark's own CPU time per open (the client's share of the machine).
 func BenchmarkOpenBatched(b *testing.B) {
 	ctx := context.Background()
 	r := testenv.NewRedis(b)
@@ -170,7 +173,7 @@ func measureOpens(b *testing.B, r *testenv.Redis, prepare func(n int) [][][]redp
 		b.Fatal(err)
 	}
 	batches := prepare(b.N)
-	before := readServerTime(ctx, r.Client)
+	before, client := readServerTime(ctx, r.Client), processCPU()
 	b.ReportAllocs()
 	b.ResetTimer()
 	var next atomic.Int64
@@ -191,6 +194,7 @@ func measureOpens(b *testing.B, r *testenv.Redis, prepare func(n int) [][][]redp
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "opens/s")
+	b.ReportMetric(float64(processCPU()-client)/1e3/float64(b.N), "client-cpu-µs/open")
 	if after := readServerTime(ctx, r.Client); after.ok && before.ok {
 		b.ReportMetric((after.script-before.script)/float64(b.N), "script-µs/open")
 		b.ReportMetric((after.cpu-before.cpu)/float64(b.N), "server-cpu-µs/open")
@@ -237,6 +241,13 @@ func fullBatches(packets []int64, n int, bucket func(int64) int) [][][]redpacket
 type serverTime struct {
 	script, cpu float64
 	ok          bool
+}
+
+// processCPU is the CPU time this process has spent (user + sys).
+func processCPU() time.Duration {
+	var u syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &u)
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
 
 func readServerTime(ctx context.Context, c redis.UniversalClient) serverTime {

@@ -49,7 +49,8 @@
 // relay killed between the ack and the delete credit nothing twice. A claim
 // the ledger contradicts (the user holds another share, or the share went
 // to another user) is poison; the other claims of its message are recorded
-// and credited all the same.
+// and credited all the same. Upgrade the consumers before the openers: a
+// consumer that reads only format 1 takes format 2 for poison.
 //
 // # Refunds
 //

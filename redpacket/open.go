@@ -71,8 +71,9 @@ func (s *Service) Open(ctx context.Context, packet int64, user string) (int64, e
 	return r.Amount, r.Err
 }
 
-// OpensPerCall bounds the opens one script call decides, so one call never
-// holds a Redis shard for long.
+// OpensPerCall bounds the opens one script call decides (a user's repeated
+// open of a packet in the batch counts once), so one call never holds a
+// Redis shard for long.
 const OpensPerCall = 128
 
 // Bucket is the bucket of packet's keys, 0 ≤ Bucket < Config.Buckets. A
@@ -92,8 +93,9 @@ func (s *Service) OpenMany(ctx context.Context, reqs []OpenRequest) []OpenResult
 		return res
 	}
 	lcalls := make([]luascript.Call, len(calls))
+	now := s.now()
 	for i, c := range calls {
-		lcalls[i] = c.script(s, s.now())
+		lcalls[i] = c.script(s, now)
 	}
 	cmds, _ := luascript.RunAll(ctx, s.rdb, lcalls) // errors are read per call
 	for i, c := range calls {

@@ -4,7 +4,8 @@
 --            and "u:<user>" → fen for every claim), KEYS[2j+1] its list of
 --            shares left ("<index>:<fen>"); all under one bucket tag
 -- ARGV[1] now (Unix ms); then for each packet, in the order of KEYS: its
---   id, n, and the n fields "u:<user>" of its openers (distinct users)
+--   id, n, and the n fields "u:<user>" of its openers (distinct: the caller
+--   merges a user's repeated opens of a packet)
 -- Returns for each opener, in the order of ARGV, the share in fen (> 0), or
 -- 0 no such packet, -1 expired, -2 empty, -3 not the recipient. A user
 -- holding a share of the packet gets it again and nothing changes, so a
