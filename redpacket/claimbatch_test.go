@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,5 +147,70 @@ func TestClaimBatches(t *testing.T) {
 		if bal, _ := f.s.Balance(ctx, u); bal == 0 {
 			t.Errorf("%s was not credited", u)
 		}
+	}
+}
+
+// TestOpenManyMixedCall: one script call on one bucket with every outcome —
+// new claims, a repeat, an empty packet, a packet for someone else, no such
+// packet — answers each open, and the call appends one message per packet
+// it claimed from. The same call again (a lost reply) answers the same and
+// appends nothing.
+func TestOpenManyMixedCall(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), redpacket.Config{})
+	// Two packets in one bucket (a packet's bucket follows its sender), so
+	// their opens go in one call, and a packet id in it never sent.
+	two := f.send("s", 100, 2, redpacket.Random)
+	var one redpacket.Packet
+	for i := 0; one.ID == 0 || f.s.Bucket(one.ID) != f.s.Bucket(two.ID); i++ {
+		if i == 1000 {
+			t.Fatal("no sender found in the bucket")
+		}
+		sender := fmt.Sprint("r", i)
+		if err := f.s.Deposit(ctx, sender, 1); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if one, err = f.s.Send(ctx, redpacket.SendRequest{Sender: sender, RequestID: "r", Total: 1, Count: 1, Recipient: "r"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ghost := two.ID + 1<<40 // 1<<40 is a multiple of the buckets
+	reqs := []redpacket.OpenRequest{{two.ID, "u1"}, {one.ID, "x"}, {two.ID, "u2"}, {ghost, "u1"}, {two.ID, "u3"}, {one.ID, "r"}, {two.ID, "u1"}}
+	var first []redpacket.OpenResult
+	pub := &testenv.Published{}
+	relay := outbox.NewRelay(f.r.Client, f.s.Outboxes(), "claims", pub)
+	for round := range 2 {
+		got := f.s.OpenMany(ctx, reqs)
+		errs := []error{nil, redpacket.ErrNotRecipient, nil, redpacket.ErrNotFound, redpacket.ErrEmpty, nil, nil}
+		for i, r := range got {
+			if !errors.Is(r.Err, errs[i]) || (errs[i] == nil) != (r.Amount > 0) {
+				t.Fatalf("round %d, open %+v: %d, %v; want %v", round, reqs[i], r.Amount, r.Err, errs[i])
+			}
+		}
+		if got[0].Amount != got[6].Amount || got[0].Amount+got[2].Amount != 100 || got[5].Amount != 1 {
+			t.Fatalf("round %d: %+v", round, got)
+		}
+		if round == 1 && !slices.EqualFunc(got, first, func(a, b redpacket.OpenResult) bool {
+			return a.Amount == b.Amount && fmt.Sprint(a.Err) == fmt.Sprint(b.Err)
+		}) {
+			t.Fatalf("again: %+v, first %+v", got, first)
+		}
+		first = got
+		if _, err := relay.DrainAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		msgs := pub.Take()
+		if want := 2 * (1 - round); len(msgs) != want {
+			t.Fatalf("round %d appended %d messages, want %d", round, len(msgs), want)
+		}
+		for _, m := range msgs {
+			if err := f.s.Handle(ctx, nil, m.Value); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if b := f.balanced(); b.Claimed != 101 {
+		t.Fatalf("claimed %d, want 101", b.Claimed)
 	}
 }
