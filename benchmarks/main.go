@@ -272,6 +272,9 @@ func (p *progress) update(frac float64) {
 
 func (p *progress) done(r Result) {
 	status := formatRate(r.PerSec) + " " + r.Unit
+	if r.ServerPerSec > 0 {
+		status += " (" + formatRate(r.ServerPerSec) + " per core of server CPU)"
+	}
 	if r.Err != "" {
 		status = "error: " + r.Err
 	}

@@ -53,6 +53,10 @@ type Prepared struct {
 	// Footprint, when set, samples after the run what it stored (see
 	// withFootprint); may be nil.
 	Footprint func(ctx context.Context) (Footprint, error)
+	// ServerCPU, when set, reads the CPU time the server has spent so far
+	// (for Redis, its main threads' user + sys); Run then also reports the
+	// units per second of that time (Result.ServerPerSec). May be nil.
+	ServerCPU func(ctx context.Context) (time.Duration, error)
 }
 
 // Result is a measurement's outcome.
@@ -63,6 +67,11 @@ type Result struct {
 	Backend  string  `json:"backend"`
 	Tier     Tier    `json:"tier"`
 	PerSec   float64 `json:"per_sec"`
+	// ServerPerSec is units per second of the server's CPU time: what one
+	// server core could serve with its clients elsewhere, where PerSec is
+	// what this machine served with the clients beside the server. Absent
+	// unless the measurement reads the server's CPU time.
+	ServerPerSec float64 `json:"server_per_sec,omitempty"`
 	// Workers is the concurrency it ran under; Batch the units one op does.
 	Workers int `json:"workers"`
 	Batch   int `json:"batch,omitempty"`
@@ -191,8 +200,14 @@ func (m Measurement) Run(ctx context.Context, env *Env, d time.Duration, workers
 		res.Batch = p.Batch
 	}
 	var hist *hdrhistogram.Histogram
+	cpu := serverCPU(ctx, p)
+	start := time.Now()
 	res.PerSec, hist, err = rate(ctx, d, p.Workers, p.Op, progress)
+	elapsed := time.Since(start)
 	res.PerSec *= float64(max(p.Batch, 1))
+	if busy := cpu(); busy > 0 {
+		res.ServerPerSec = res.PerSec * elapsed.Seconds() / busy.Seconds()
+	}
 	res.Latency, res.Distribution = summarise(hist), distribution(hist)
 	if err != nil {
 		res.Err = err.Error()
@@ -206,6 +221,22 @@ func (m Measurement) Run(ctx context.Context, env *Env, d time.Duration, workers
 		}
 	}
 	return res
+}
+
+// serverCPU starts reading p's server CPU time: the function it returns
+// gives the time spent since, or 0 where it cannot tell.
+func serverCPU(ctx context.Context, p Prepared) func() time.Duration {
+	if p.ServerCPU == nil {
+		return func() time.Duration { return 0 }
+	}
+	before, err := p.ServerCPU(ctx)
+	return func() time.Duration {
+		after, err2 := p.ServerCPU(ctx)
+		if err != nil || err2 != nil {
+			return 0
+		}
+		return max(0, after-before)
+	}
 }
 
 // rate calls op from workers goroutines for d and returns completed calls per

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/casebook-dev/casebook/devstack"
@@ -46,10 +50,15 @@ const (
 )
 
 // redpacketOpenBatched measures opens coalesced across packets and
-// pipelined, as BenchmarkOpenBatched does.
+// pipelined, as BenchmarkOpenBatched does. It reads Redis' CPU time too, and
+// the sizing uses that: the opens per second of one Redis main thread,
+// where the opens per second of the run are bounded by the clients sharing
+// the machine.
 func redpacketOpenBatched() Measurement {
+	var rdb redis.UniversalClient
 	m := onRedis("redpacket.grab.batched", fmt.Sprintf("opens (OpenMany: %d calls of %d, pipelined)", batchedCalls, redpacket.OpensPerCall), 4,
 		func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+			rdb = r.Client
 			svc, ids, err := benchPackets(ctx, env, r, ns, batchedPackets)
 			if err != nil {
 				return nil, err
@@ -73,9 +82,52 @@ func redpacketOpenBatched() Measurement {
 	m.Setup = func(ctx context.Context, env *Env) (Prepared, error) {
 		p, err := setup(ctx, env)
 		p.Batch = batchedCalls * redpacket.OpensPerCall
+		p.ServerCPU = func(ctx context.Context) (time.Duration, error) { return redisCPU(ctx, rdb) }
 		return p, err
 	}
 	return m
+}
+
+// redisCPU is the CPU time (user + sys) the main threads of rdb's
+// primaries have spent, from INFO cpu.
+func redisCPU(ctx context.Context, rdb redis.UniversalClient) (time.Duration, error) {
+	var mu sync.Mutex
+	var total time.Duration
+	read := func(ctx context.Context, node *redis.Client) error {
+		info, err := node.Info(ctx, "cpu").Result()
+		if err != nil {
+			return err
+		}
+		found := 0
+		for line := range strings.Lines(info) {
+			for _, field := range []string{"used_cpu_user_main_thread:", "used_cpu_sys_main_thread:"} {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), field); ok {
+					sec, err := strconv.ParseFloat(v, 64)
+					if err != nil {
+						return fmt.Errorf("INFO cpu %s: %w", field, err)
+					}
+					mu.Lock()
+					total += time.Duration(sec * float64(time.Second))
+					mu.Unlock()
+					found++
+				}
+			}
+		}
+		if found != 2 {
+			return errors.New("INFO cpu has no main thread times")
+		}
+		return nil
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, read)
+	case *redis.Client:
+		err = read(ctx, c)
+	default:
+		err = fmt.Errorf("cannot read the CPU time of a %T", c)
+	}
+	return total, err
 }
 
 // fullBatches lays out every share of packets (500 each) as batches of

@@ -107,18 +107,24 @@ func sizeLoad(z Sizing, byName map[string]Result, repl Replication, utilisation 
 		a.Note = "measurement failed: " + r.Err
 		return a
 	}
-	a.Tier, a.PerNode = r.Tier, r.PerSec
+	// A measurement that reads its server's CPU time is sized by it: the
+	// clients of this run shared the machine with the server.
+	perNode, basis := r.PerSec, ""
+	if r.ServerPerSec > 0 {
+		perNode, basis = r.ServerPerSec, " per core of server CPU"
+	}
+	a.Tier, a.PerNode = r.Tier, perNode
 	if r.Fallback && !allowEmbedded {
 		a.Note = "not sized: measured on an embedded stand-in (miniredis/SQLite); name real servers or pass -allow-embedded"
 		return a
 	}
-	size, ok := SizeFor(z.Peak, r.PerSec, utilisation, repl.of(r.Tier))
+	size, ok := SizeFor(z.Peak, perNode, utilisation, repl.of(r.Tier))
 	if !ok {
 		a.Note = "not sized: nothing measured"
 		return a
 	}
 	a.Size = &size
-	a.Arithmetic = fmt.Sprintf("%s/s ÷ (%s/s × %s) %s → %s", commas(z.Peak), commas(r.PerSec), percent(utilisation),
+	a.Arithmetic = fmt.Sprintf("%s/s ÷ (%s/s%s × %s) %s → %s", commas(z.Peak), commas(perNode), basis, percent(utilisation),
 		exact(size.Exact), machinesPhrase(r.Tier, size, repl.of(r.Tier)))
 	return a
 }

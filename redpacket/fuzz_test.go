@@ -3,6 +3,7 @@ package redpacket_test
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/casebook-dev/casebook/outbox"
@@ -14,6 +15,8 @@ import (
 func FuzzDecodeClaim(f *testing.F) {
 	f.Add([]byte(`{"v":1,"packet":42,"user":"ann","amount":300,"index":1,"at":1}`))
 	f.Add([]byte(`{"v":1,"packet":42,"user":"a b","amount":300,"index":1,"at":1}`))
+	f.Add([]byte(`{"v":2,"packet":42,"at":1,"claims":[{"user":"ann","amount":300,"index":1},{"user":"b\"o\\b","amount":5,"index":2}]}`))
+	f.Add([]byte(`{"v":2,"packet":42,"at":1,"claims":[{"user":"ann","amount":300,"index":1},{"user":"ann","amount":5,"index":2}]}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, value []byte) {
 		m, err := redpacket.DecodeClaim(value)
@@ -24,7 +27,7 @@ func FuzzDecodeClaim(f *testing.F) {
 			return
 		}
 		b, _ := json.Marshal(m)
-		if back, err := redpacket.DecodeClaim(b); err != nil || back != m {
+		if back, err := redpacket.DecodeClaim(b); err != nil || !reflect.DeepEqual(back, m) {
 			t.Fatalf("%+v does not round-trip: %+v %v", m, back, err)
 		}
 	})

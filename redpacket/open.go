@@ -71,8 +71,9 @@ func (s *Service) Open(ctx context.Context, packet int64, user string) (int64, e
 	return r.Amount, r.Err
 }
 
-// OpensPerCall bounds the opens one script call decides, so one call never
-// holds a Redis shard for long.
+// OpensPerCall bounds the opens one script call decides (a user's repeated
+// open of a packet in the batch counts once), so one call never holds a
+// Redis shard for long.
 const OpensPerCall = 128
 
 // Bucket is the bucket of packet's keys, 0 ≤ Bucket < Config.Buckets. A
@@ -81,19 +82,65 @@ const OpensPerCall = 128
 func (s *Service) Bucket(packet int64) int { return int(uint64(packet) % uint64(s.cfg.Buckets)) }
 
 // OpenMany opens many packets at once: the opens of one bucket go in one
-// script call (up to OpensPerCall), and every call is sent in one
-// pipeline, so a batch costs one round trip. Results are in the order of
-// reqs.
+// script call (up to OpensPerCall), grouped by packet, and every call is
+// sent in one pipeline, so a batch costs one round trip. A user opening one
+// packet twice in a batch is one open with both results. Results are in the
+// order of reqs.
 func (s *Service) OpenMany(ctx context.Context, reqs []OpenRequest) []OpenResult {
 	res := make([]OpenResult, len(reqs))
-	type call struct {
-		keys []string
-		args []any
-		pos  []int
+	calls := s.openCalls(reqs, res)
+	if len(calls) == 0 {
+		return res
 	}
-	var calls []*call
-	open := map[string]*call{}
+	lcalls := make([]luascript.Call, len(calls))
 	now := s.now()
+	for i, c := range calls {
+		lcalls[i] = c.script(s, now)
+	}
+	cmds, _ := luascript.RunAll(ctx, s.rdb, lcalls) // errors are read per call
+	for i, c := range calls {
+		vals, err := cmds[i].Int64Slice()
+		if err == nil && len(vals) != c.opens {
+			err = fmt.Errorf("unexpected reply %v", cmds[i].Val())
+		}
+		k := 0
+		for _, g := range c.packets {
+			for _, pos := range g.pos {
+				for _, p := range pos {
+					if err != nil {
+						res[p].Err = fmt.Errorf("redpacket: open: %w", err)
+					} else {
+						res[p].Amount, res[p].Err = outcome(vals[k], g.packet)
+					}
+				}
+				k++
+			}
+		}
+	}
+	return res
+}
+
+// openCall is one script call: one bucket's opens, grouped by packet.
+type openCall struct {
+	packets []*packetOpens
+	of      map[int64]*packetOpens
+	opens   int
+}
+
+// packetOpens are one packet's opens in a call: distinct users, and for
+// each the positions of its requests.
+type packetOpens struct {
+	packet int64
+	users  []string
+	pos    [][]int
+	of     map[string]int
+}
+
+// openCalls lays reqs out in script calls, at most OpensPerCall distinct
+// opens each; an invalid request gets its error in res and no call.
+func (s *Service) openCalls(reqs []OpenRequest, res []OpenResult) []*openCall {
+	var calls []*openCall
+	open := map[int]*openCall{} // by bucket: the call being filled
 	for i, r := range reqs {
 		if err := validUser(r.User); err != nil {
 			res[i].Err = err
@@ -103,40 +150,56 @@ func (s *Service) OpenMany(ctx context.Context, reqs []OpenRequest) []OpenResult
 			res[i].Err = fmt.Errorf("%w: packet %d", ErrInvalid, r.Packet)
 			continue
 		}
-		tag := s.bucketTag(r.Packet)
-		c := open[tag]
-		if c == nil || len(c.pos) == OpensPerCall {
-			c = &call{keys: []string{s.outboxOf(r.Packet)}, args: []any{now}}
-			open[tag] = c
-			calls = append(calls, c)
-		}
-		state, list := s.packetKeys(r.Packet)
-		c.keys = append(c.keys, state, list)
-		c.args = append(c.args, r.User, r.Packet)
-		c.pos = append(c.pos, i)
-	}
-	if len(calls) == 0 {
-		return res
-	}
-	lcalls := make([]luascript.Call, len(calls))
-	for i, c := range calls {
-		lcalls[i] = luascript.Call{Script: openScript, Keys: c.keys, Args: c.args}
-	}
-	cmds, _ := luascript.RunAll(ctx, s.rdb, lcalls) // errors are read per call
-	for i, c := range calls {
-		vals, err := cmds[i].Int64Slice()
-		if err == nil && len(vals) != len(c.pos) {
-			err = fmt.Errorf("unexpected reply %v", cmds[i].Val())
-		}
-		for j, p := range c.pos {
-			if err != nil {
-				res[p].Err = fmt.Errorf("redpacket: open: %w", err)
+		b := s.Bucket(r.Packet)
+		c := open[b]
+		g := c.packet(r.Packet)
+		if g != nil {
+			if u, ok := g.of[r.User]; ok { // the same open again: one answer
+				g.pos[u] = append(g.pos[u], i)
 				continue
 			}
-			res[p].Amount, res[p].Err = outcome(vals[j], reqs[p].Packet)
+		}
+		if c == nil || c.opens == OpensPerCall {
+			c = &openCall{of: map[int64]*packetOpens{}}
+			open[b] = c
+			calls = append(calls, c)
+			g = nil
+		}
+		if g == nil {
+			g = &packetOpens{packet: r.Packet, of: map[string]int{}}
+			c.of[r.Packet] = g
+			c.packets = append(c.packets, g)
+		}
+		g.of[r.User] = len(g.users)
+		g.users = append(g.users, r.User)
+		g.pos = append(g.pos, []int{i})
+		c.opens++
+	}
+	return calls
+}
+
+func (c *openCall) packet(id int64) *packetOpens {
+	if c == nil {
+		return nil
+	}
+	return c.of[id]
+}
+
+// script is the call to open.lua for c at now (Unix ms).
+func (c *openCall) script(s *Service, now int64) luascript.Call {
+	keys := make([]string, 0, 1+2*len(c.packets))
+	args := make([]any, 0, 1+2*len(c.packets)+c.opens)
+	keys = append(keys, s.outboxOf(c.packets[0].packet))
+	args = append(args, now)
+	for _, g := range c.packets {
+		state, list := s.packetKeys(g.packet)
+		keys = append(keys, state, list)
+		args = append(args, g.packet, len(g.users))
+		for _, u := range g.users {
+			args = append(args, "u:"+u)
 		}
 	}
-	return res
+	return luascript.Call{Script: openScript, Keys: keys, Args: args}
 }
 
 func outcome(v, packet int64) (int64, error) {

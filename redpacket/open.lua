@@ -1,41 +1,73 @@
 -- Open packets: give each opener one share of the packet, once.
--- KEYS[1] the bucket's outbox stream; then for open i (1-based):
---   KEYS[2i] the packet's state hash (expires, recipient, claimed, amount,
---            and "u:<user>" → fen for every claim), KEYS[2i+1] its list of
+-- KEYS[1] the bucket's outbox stream; then for packet j (1-based):
+--   KEYS[2j] the packet's state hash (expires, recipient, claimed, amount,
+--            and "u:<user>" → fen for every claim), KEYS[2j+1] its list of
 --            shares left ("<index>:<fen>"); all under one bucket tag
--- ARGV[1] now (Unix ms); then for open i: ARGV[2i] user, ARGV[2i+1] packet id
--- Returns for each open the share in fen (> 0), or 0 no such packet, -1
--- expired, -2 empty, -3 not the recipient. A user holding a share of the
--- packet gets it again and nothing changes, so a retried call (a lost
--- reply) or a repeated open is harmless. A new claim is recorded in the
--- state (with the claimed count and amount: the fence Refund reads) and
--- appended to the outbox as a claim message, format 1:
---   {"v":1,"packet":<id>,"user":"<user>","amount":<fen>,"index":<draw>,"at":<ms>}
+-- ARGV[1] now (Unix ms); then for each packet, in the order of KEYS: its
+--   id, n, and the n fields "u:<user>" of its openers (distinct: the caller
+--   merges a user's repeated opens of a packet)
+-- Returns for each opener, in the order of ARGV, the share in fen (> 0), or
+-- 0 no such packet, -1 expired, -2 empty, -3 not the recipient. A user
+-- holding a share of the packet gets it again and nothing changes, so a
+-- retried call (a lost reply) or a repeated open is harmless. A packet's
+-- state is read with one HMGET, its new claims' shares popped with one LPOP
+-- and recorded, with the claimed count and amount (the fence Refund reads),
+-- with one HSET; the packet's new claims of the call are appended to the
+-- outbox as one claim message, format 2 (user ids are printable ASCII:
+-- only '"' and '\' need escaping):
+--   {"v":2,"packet":<id>,"at":<ms>,"claims":[{"user":"<user>","amount":<fen>,"index":<draw>},…]}
 local now = tonumber(ARGV[1])
 local out = {}
-for i = 1, (#KEYS - 1) / 2 do
-  local state, shares = KEYS[2 * i], KEYS[2 * i + 1]
-  local user, packet = ARGV[2 * i], ARGV[2 * i + 1]
-  local st = redis.call('HMGET', state, 'u:' .. user, 'expires', 'recipient', 'claimed', 'amount')
-  if st[1] then
-    out[i] = tonumber(st[1])
-  elseif not st[2] then
-    out[i] = 0
-  elseif now >= tonumber(st[2]) then
-    out[i] = -1
-  elseif st[3] ~= '' and st[3] ~= user then
-    out[i] = -3
-  else
-    local item = redis.call('LPOP', shares)
-    if not item then
-      out[i] = -2
+local a = 2
+for j = 2, #KEYS, 2 do
+  local state, shares = KEYS[j], KEYS[j + 1]
+  local packet, n = ARGV[a], tonumber(ARGV[a + 1])
+  local first = a + 2
+  a = first + n
+  local st = redis.call('HMGET', state, 'expires', 'recipient', 'claimed', 'amount', unpack(ARGV, first, a - 1))
+  local expires, recipient = tonumber(st[1]), st[2]
+  local base, want = #out, {}
+  for i = 1, n do
+    local had = st[4 + i]
+    if had then
+      out[base + i] = tonumber(had)
+    elseif not expires then
+      out[base + i] = 0
+    elseif now >= expires then
+      out[base + i] = -1
+    elseif recipient ~= '' and 'u:' .. recipient ~= ARGV[first + i - 1] then
+      out[base + i] = -3
     else
-      local sep = string.find(item, ':', 1, true)
-      local index, fen = string.sub(item, 1, sep - 1), string.sub(item, sep + 1)
-      redis.call('HSET', state, 'u:' .. user, fen, 'claimed', tonumber(st[4]) + 1, 'amount', tonumber(st[5]) + tonumber(fen))
-      redis.call('XADD', KEYS[1], '*', 'k', packet, 'v', '{"v":1,"packet":' .. packet .. ',"user":' .. cjson.encode(user) ..
-        ',"amount":' .. fen .. ',"index":' .. index .. ',"at":' .. ARGV[1] .. '}')
-      out[i] = tonumber(fen)
+      want[#want + 1] = i
+    end
+  end
+  if #want > 0 then
+    local items = redis.call('LPOP', shares, #want) or {}
+    local set, claims, sum = {}, {}, 0
+    for k, i in ipairs(want) do
+      local item = items[k]
+      if item then
+        local sep = string.find(item, ':', 1, true)
+        local index, fen = string.sub(item, 1, sep - 1), string.sub(item, sep + 1)
+        local field = ARGV[first + i - 1]
+        set[#set + 1] = field
+        set[#set + 1] = fen
+        sum = sum + tonumber(fen)
+        local user = string.sub(field, 3)
+        if string.find(user, '["\\]') then user = string.gsub(user, '["\\]', '\\%0') end
+        claims[#claims + 1] = '{"user":"' .. user .. '","amount":' .. fen .. ',"index":' .. index .. '}'
+        out[base + i] = tonumber(fen)
+      else
+        out[base + i] = -2
+      end
+    end
+    if #claims > 0 then
+      set[#set + 1] = 'claimed'
+      set[#set + 1] = tonumber(st[3]) + #claims
+      set[#set + 1] = 'amount'
+      set[#set + 1] = tonumber(st[4]) + sum
+      redis.call('HSET', state, unpack(set))
+      redis.call('XADD', KEYS[1], '*', 'k', packet, 'v', '{"v":2,"packet":' .. packet .. ',"at":' .. ARGV[1] .. ',"claims":[' .. table.concat(claims, ',') .. ']}')
     end
   end
 end

@@ -40,7 +40,9 @@ func TestPoisonClaimsDoNotBlock(t *testing.T) {
 		fmt.Sprintf(`{"v":1,"packet":%d,"user":"u0","amount":5,"index":1,"at":1,"extra":true}`, p.ID),
 		fmt.Sprintf(`{"v":1,"packet":%d,"user":"u0","amount":5,"index":1,"at":1}]`, p.ID),
 		fmt.Sprintf(`{"v":1,"packet":%d,"user":"nobody","amount":100000,"index":99,"at":1}`, p.ID),
-		fmt.Sprintf(`{"v":1,"packet":%d,"user":%q,"amount":%d,"index":%d,"at":%d}`, first.Packet, first.User, first.Amount+1, first.Index, first.At),
+		fmt.Sprintf(`{"v":1,"packet":%d,"user":%q,"amount":%d,"index":%d,"at":%d}`, first.Packet, first.Claims[0].User, first.Claims[0].Amount+1, first.Claims[0].Index, first.At),
+		fmt.Sprintf(`{"v":2,"packet":%d,"at":1,"claims":[{"user":"u0","amount":5,"index":1},{"user":"u0","amount":6,"index":2}]}`, p.ID),
+		fmt.Sprintf(`{"v":2,"packet":%d,"at":1,"claims":[]}`, p.ID),
 		`null`,
 	}
 	var values [][]byte

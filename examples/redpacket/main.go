@@ -119,15 +119,17 @@ func run(ctx context.Context, packets int) error {
 	if err != nil {
 		return err
 	}
-	// One SQL transaction per claim: on a loaded machine with a fsync per
-	// commit that can take minutes; ConsumeN fails if it does not finish.
+	// A message holds the claims one script call made on one packet; each
+	// takes one SQL transaction for the packet's ledger and one per
+	// receivers' shard: on a loaded machine with a fsync per commit that can
+	// take minutes; ConsumeN fails if it does not finish.
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	c, err := kafka.ConsumeN(cctx, k.Brokers, "ledger-"+ns, []string{topic}, int64(relayed), svc.Handle, kafka.ConsumerConfig{})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%d claims through Kafka (%s) into SQL: %d recorded, %d poison\n", relayed, k.Kind, c.Handled(), c.Poisoned())
+	fmt.Printf("%d claim messages through Kafka (%s) into SQL: %d recorded, %d poison\n", relayed, k.Kind, c.Handled(), c.Poisoned())
 
 	offset.Store(int64(25 * time.Hour))
 	refunded, fenced, err := svc.RefundDue(ctx, 1000)
