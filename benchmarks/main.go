@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	allowEmbedded := fs.Bool("allow-embedded", false, "size machines from measurements made on embedded stand-ins (miniredis, SQLite) too")
 	htmlArg := fs.String("html", "", "also write the plan as a self-contained HTML `file` with latency charts, rerunning "+
 		strings.Join(sweepOps, " and ")+" (when selected) at "+fmt.Sprint(sweepWorkers)+" workers, rank Top by shards (with rank.add) and a post's fan-out by followers (with feed.read)")
-	soak := fs.Duration("soak", 0, "instead of measuring, drive rank, signin, shortlink, seckill and feed for this long (10s..24h) through fault proxies with faults injected at random, then check their invariants and report goroutine and heap growth")
+	soak := fs.Duration("soak", 0, "instead of measuring, drive rank, signin, shortlink, seckill, feed and hotlist for this long (10s..24h) through fault proxies with faults injected at random, then check their invariants and report goroutine and heap growth")
 	soakRate := fs.Int("soak-rate", 100, "operations per second per block under -soak (1..10000)")
 	if err := fs.Parse(args); err != nil {
 		return 2

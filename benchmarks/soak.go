@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/casebook-dev/casebook/devstack"
 	feedblock "github.com/casebook-dev/casebook/feed"
+	"github.com/casebook-dev/casebook/hotlist"
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/faultproxy"
 	"github.com/casebook-dev/casebook/order"
@@ -134,7 +136,7 @@ func runSoak(ctx context.Context, env *Env, d time.Duration, rate int, stdout, s
 	defer devstack.DeleteKeys(context.Background(), r.Client, ns+"*")
 	var blocks []*soakBlock
 	for _, mk := range []func(context.Context, redis.UniversalClient, *sqlx.DB, string) (*soakBlock, error){
-		soakRank, soakSignin, soakShortlink, soakSeckill, soakFeed,
+		soakRank, soakSignin, soakShortlink, soakSeckill, soakFeed, soakHotlist,
 	} {
 		b, err := mk(ctx, rdb, db, ns)
 		if err != nil {
@@ -829,4 +831,119 @@ func each[T any](ctx context.Context, items []T, fn func(context.Context, T)) {
 	}
 	close(work)
 	wg.Wait()
+}
+
+// soakHotlist: one repost (weight 1) of one of 300 items per tick, appended
+// to an in-memory log of 4 partitions (a broker that never loses a
+// message), which one consumer per partition aggregates into Redis through
+// an Aggregator, re-claiming the partition when a flush cannot be trusted.
+// The clock stands still, so an item's heat is exactly its reposts: once
+// every offset is applied, Top holds every item at exactly its count —
+// each event counted once whatever the faults did to the flushes.
+func soakHotlist(ctx context.Context, rdb redis.UniversalClient, _ *sqlx.DB, ns string) (*soakBlock, error) {
+	now := time.Now()
+	const items, partitions = 300, 4
+	list, err := hotlist.New(rdb, hotlist.Config{Name: "soak", Namespace: ns + ":hot", Partitions: partitions, Now: func() time.Time { return now }})
+	if err != nil {
+		return nil, err
+	}
+	agg, err := hotlist.NewAggregator(list, hotlist.AggregatorConfig{FlushEvery: 100 * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	var (
+		mu     sync.Mutex
+		logs   [partitions][][]byte // offset → batch
+		counts = map[string]int64{}
+	)
+	read := func(p int32, from int64) [][]byte {
+		mu.Lock()
+		defer mu.Unlock()
+		if from >= int64(len(logs[p])) {
+			return nil
+		}
+		return logs[p][from:]
+	}
+	// consume aggregates partition p until ctx ends, then until every
+	// offset in its log is applied or drain ends.
+	consume := func(ctx, drain context.Context, p int32) {
+		for drain.Err() == nil {
+			c, err := agg.Claim(drain, p)
+			if err != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			next := c.Resume()
+			for drain.Err() == nil {
+				for _, v := range read(p, next) {
+					c.Add(next, v) // a bad batch is consumed and reported: none here
+					next++
+				}
+				if c.Due() || ctx.Err() != nil {
+					err := c.Flush(drain)
+					if errors.Is(err, hotlist.ErrResync) || errors.Is(err, hotlist.ErrClosed) {
+						break // claim again from what Redis has applied
+					}
+					if err == nil && ctx.Err() != nil && c.Applied() == next-1 && len(read(p, next)) == 0 {
+						return
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	run, stopRun := context.WithCancel(context.Background())
+	drain, stopDrain := context.WithCancel(context.Background())
+	var consumers sync.WaitGroup
+	for p := range int32(partitions) {
+		consumers.Go(func() { consume(run, drain, p) })
+	}
+	return &soakBlock{
+		name:  "hotlist (events through an Aggregator)",
+		close: func() { stopRun(); stopDrain(); consumers.Wait() },
+		op: func(_ context.Context, i int64) outcome {
+			item := "i" + strconv.Itoa(rand.IntN(items))
+			batch, err := hotlist.AppendBatch(nil, []hotlist.Event{{Item: item, Kind: hotlist.Repost, At: now}})
+			if err != nil {
+				return unknown
+			}
+			p := hotlist.PartitionOf(item, partitions)
+			mu.Lock()
+			defer mu.Unlock()
+			logs[p] = append(logs[p], batch)
+			counts[item]++
+			return acked
+		},
+		settle: func(ctx context.Context) error {
+			stopRun() // consumers apply what is left, then return
+			done := make(chan struct{})
+			go func() { consumers.Wait(); close(done) }()
+			select {
+			case <-done:
+				return nil
+			case <-ctx.Done():
+				stopDrain()
+				<-done
+				return fmt.Errorf("partitions not drained: %w", ctx.Err())
+			}
+		},
+		check: func(ctx context.Context) []string {
+			top, err := list.Top(ctx, items)
+			if err != nil {
+				return []string{"Top: " + err.Error()}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			var bad []string
+			if len(top) != len(counts) {
+				bad = append(bad, fmt.Sprintf("Top holds %d items, %d were reposted", len(top), len(counts)))
+			}
+			for _, e := range top {
+				if want := float64(counts[e.Item]); math.Abs(e.Heat-want) > 1e-6*want {
+					bad = append(bad, fmt.Sprintf("%s: heat %v, reposted %v times", e.Item, e.Heat, want))
+				}
+			}
+			return bad
+		},
+	}, nil
 }
