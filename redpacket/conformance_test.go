@@ -26,7 +26,7 @@ func TestConformanceFaults(t *testing.T) {
 		name    string
 		on, off time.Duration
 		arm     func(p *testenv.Proxy)
-		felt    bool // the block must have seen errors (not only latency or retried-away losses)
+		felt    bool // the block must have seen errors or reset connections (not only latency or retried-away losses)
 	}
 	sqlFaults := []fault{
 		{"sql latency", time.Hour, 0, func(p *testenv.Proxy) { p.Latency(15*time.Millisecond, 10*time.Millisecond) }, false},
@@ -39,8 +39,8 @@ func TestConformanceFaults(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			sqlf := testenv.NewFaultySQL(t, 2) // databases of the case's own
 			failed := conformanceCase(t, testenv.NewRedis(t), sqlf.DBs, sqlf.Direct, func(stop <-chan struct{}) { sqlf.Flap(stop, f.on, f.off, func() { f.arm(sqlf.Proxy) }) })
-			if f.felt && failed == 0 {
-				t.Fatal("no call failed: the fault was not exercised")
+			if f.felt && failed == 0 && sqlf.Resets() == 0 {
+				t.Fatal("no call failed and no connection was reset: the fault was not exercised")
 			}
 		})
 	}
@@ -53,8 +53,8 @@ func TestConformanceFaults(t *testing.T) {
 			r, rp := testenv.NewFaultyRedis(t)
 			dbs := testenv.NewSQLs(t, 2)
 			failed := conformanceCase(t, r, dbs, dbs, func(stop <-chan struct{}) { rp.Flap(stop, f.on, f.off, func() { f.arm(rp) }) })
-			if f.felt && failed == 0 || !f.felt && rp.Cuts() == 0 {
-				t.Fatalf("%d calls failed, %d replies lost: the fault was not exercised", failed, rp.Cuts())
+			if f.felt && failed == 0 && rp.Resets() == 0 || !f.felt && rp.Cuts() == 0 {
+				t.Fatalf("%d calls failed, %d replies lost, %d connections reset: the fault was not exercised", failed, rp.Cuts(), rp.Resets())
 			}
 		})
 	}

@@ -33,7 +33,7 @@ func TestConformanceFaults(t *testing.T) {
 			r, rp := testenv.NewFaultyRedis(t)
 			db := testenv.NewSQL(t)
 			failed := conformance(t, r, db, db, func(stop <-chan struct{}) { rp.Flap(stop, f.on, f.off, func() { f.arm(rp) }) })
-			if rp.Cuts() == 0 && failed == 0 {
+			if rp.Cuts() == 0 && rp.Resets() == 0 && failed == 0 {
 				t.Fatal("the fault was not exercised")
 			}
 		})
@@ -48,7 +48,7 @@ func TestConformanceFaults(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			sqlf := testenv.NewFaultySQL(t, 1)
 			failed := conformance(t, testenv.NewRedis(t), sqlf.DBs[0], sqlf.Direct[0], func(stop <-chan struct{}) { sqlf.Flap(stop, f.on, f.off, func() { f.arm(sqlf.Proxy) }) })
-			if f.name != "ledger latency" && failed == 0 && sqlf.Cuts() == 0 {
+			if f.name != "ledger latency" && failed == 0 && sqlf.Cuts() == 0 && sqlf.Resets() == 0 {
 				t.Fatal("the fault was not exercised")
 			}
 		})

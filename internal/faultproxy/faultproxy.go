@@ -35,6 +35,10 @@ type Proxy struct {
 	ln     net.Listener
 	wg     sync.WaitGroup
 	cuts   atomic.Int64
+	// resetting is set while Reset is armed; resets counts the connections
+	// that ended then from the client's side: reset by the fault.
+	resetting atomic.Bool
+	resets    atomic.Int64
 
 	armMu  sync.Mutex // arming and healing toxics
 	mu     sync.Mutex
@@ -85,7 +89,15 @@ func (p *Proxy) Latency(d, jitter time.Duration) {
 // Reset resets (TCP RST) every connection as soon as its client sends
 // anything, new connections included: in-flight requests, transactions and
 // pipelines die half-way, and nothing gets through until Heal.
-func (p *Proxy) Reset() { p.toxic("reset_peer", "upstream", `{"timeout": 0}`) }
+func (p *Proxy) Reset() {
+	p.resetting.Store(true)
+	p.toxic("reset_peer", "upstream", `{"timeout": 0}`)
+}
+
+// Resets returns how many connections a Reset fault ended so far: a
+// flapping reset can miss every request, and a test that wants its fault
+// felt asks this.
+func (p *Proxy) Resets() int64 { return p.resets.Load() }
 
 // BlackHole swallows every byte both ways while keeping the connections
 // open, as a partitioned or frozen server does: calls hang until their
@@ -101,6 +113,7 @@ func (p *Proxy) CutAfter(n int64) { p.toxic("limit_data", "upstream", fmt.Sprint
 
 // Heal removes every armed fault: toxics and reply losses not yet spent.
 func (p *Proxy) Heal() {
+	p.resetting.Store(false)
 	p.armMu.Lock()
 	p.toxi.Toxics.ResetToxics(context.Background())
 	p.armMu.Unlock()
@@ -167,7 +180,11 @@ func (p *Proxy) matches(req []byte) bool {
 
 // pipe is the reply-losing stage behind toxiproxy, one per connection.
 func (p *Proxy) pipe(client net.Conn) {
-	defer client.Close()
+	var ours atomic.Bool // this side closes the client connection
+	defer func() {
+		ours.Store(true)
+		client.Close()
+	}()
 	server, err := net.Dial("tcp", p.target)
 	if err != nil {
 		return
@@ -187,6 +204,9 @@ func (p *Proxy) pipe(client net.Conn) {
 				}
 			}
 			if err != nil {
+				if !ours.Load() && p.resetting.Load() {
+					p.resets.Add(1)
+				}
 				server.Close()
 				return
 			}

@@ -37,8 +37,15 @@ func TestProxyFaultsOnRedis(t *testing.T) {
 		t.Fatal("a call through a resetting proxy succeeded")
 	}
 	p.Heal()
+	resets := p.Resets()
+	if resets == 0 {
+		t.Fatal("the reset connections were not counted")
+	}
 	if _, err := call(time.Second); err != nil {
 		t.Fatalf("after healing a reset: %v", err)
+	}
+	if p.Resets() != resets {
+		t.Fatalf("a healed proxy counted %d more resets", p.Resets()-resets)
 	}
 
 	p.BlackHole()
