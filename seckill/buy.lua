@@ -43,7 +43,8 @@ local quota, changed = {}, {}
 local out, rec, msg = {}, {bucket}, {}
 local taken = 0
 for n = 1, #users do
-  local user, qty = users[n], tonumber(ARGV[7 + 2 * n])
+  local user, qs = users[n], ARGV[7 + 2 * n]
+  local qty = tonumber(qs)
   local cur = quota[user] or tonumber(had[n] or '0')
   if cur + qty > limit then
     out[n] = 'L'
@@ -54,11 +55,15 @@ for n = 1, #users do
     quota[user] = cur + qty
     if stock - taken >= qty then
       taken = taken + qty
-      local slot = n - 1
-      rec[#rec + 1] = ';' .. slot .. '=' .. user .. ',' .. qty
-      local id = prefix
-      if slot > 0 then id = prefix .. '.' .. slot end
-      msg[#msg + 1] = '{"id":"' .. id .. '","user":"' .. user .. '","qty":' .. qty .. ',"pay_by":' .. deadline .. '}'
+      -- Numbers are concatenated as the strings they came in or once
+      -- converted: a conversion costs more than the rest of a decision.
+      local slot = tostring(n - 1)
+      rec[#rec + 1] = ';' .. slot .. '=' .. user .. ',' .. qs
+      if n == 1 then
+        msg[#msg + 1] = '{"id":"' .. prefix .. '","user":"' .. user .. '","qty":' .. qs .. ',"pay_by":' .. deadline .. '}'
+      else
+        msg[#msg + 1] = '{"id":"' .. prefix .. '.' .. slot .. '","user":"' .. user .. '","qty":' .. qs .. ',"pay_by":' .. deadline .. '}'
+      end
       out[n] = 'R'
     else
       out[n] = 'H'
