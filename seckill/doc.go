@@ -64,12 +64,12 @@
 //
 // Coalescing: a Batcher folds the buyers waiting for one home bucket into one
 // script call, deciding them in order (the same user twice included). Every
-// buyer gets its own answer; batches form only under load. On one Redis core
-// shared with the Go client on two loaded cores, BenchmarkBuyBatched measured
-// about 6.5 µs of server CPU per decision in batches of 256 (21 µs with a
-// hash field, a sorted-set member and two retry checks per reservation);
-// what remains is mostly Lua: the quota read and write per buyer, and the
-// record and order message built per reservation.
+// buyer gets its own answer; batches form only under load. Calls of 256
+// buyers replayed into one Redis on a loaded two-core machine cost about 6.5
+// µs of server CPU per decision (21 µs with a hash field, a sorted-set member
+// and two retry checks per reservation); what remains is mostly Lua: the
+// quota read and write per buyer, and the record and order message built per
+// reservation.
 //
 // Orders: the outbox streams are relayed to Kafka (an outbox.Relay over
 // Sale.Outboxes, keyed by bucket; entries are deleted only after the broker
