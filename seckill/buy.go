@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,12 +17,18 @@ import (
 
 var userPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
 
-// request is one buyer's ask, with the number of its reservation id should
-// it get one.
+// request is one buyer's ask.
 type request struct {
 	user string
 	qty  int64
-	n    int64
+}
+
+// decision is the home bucket's answer to a batch of requests: one letter per
+// request (see buy.lua) and the batch's number, which the ids of its
+// reservations carry.
+type decision struct {
+	answers string
+	batch   int64
 }
 
 // admit checks a purchase before it reaches the stock: input, the
@@ -76,16 +81,13 @@ func (sl *Sale) Buy(ctx context.Context, user string, qty int64) (string, error)
 	if err := sl.admit(ctx, user, qty); err != nil {
 		return "", err
 	}
-	r, err := sl.request(ctx, user, qty)
-	if err != nil {
-		return "", err
-	}
+	r := request{user: user, qty: qty}
 	h := sl.home(user)
-	res, err := sl.decide(ctx, h, []request{r})
+	d, err := sl.decide(ctx, h, []request{r})
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return "", err
 	}
-	id, err := sl.finish(ctx, r, h, res[0], err)
+	id, err := sl.finish(ctx, r, h, d, 0, err)
 	return id, sl.noteSoldOut(r.qty, err)
 }
 
@@ -105,52 +107,52 @@ func (sl *Sale) noteSoldOut(qty int64, err error) error {
 	return err
 }
 
-func (sl *Sale) request(ctx context.Context, user string, qty int64) (request, error) {
+// batchNumber numbers a batch (a call of buy.lua or take.lua).
+func (sl *Sale) batchNumber(ctx context.Context) (int64, error) {
 	n, err := sl.s.cfg.IDs.Next(ctx)
 	if err != nil {
-		return request{}, fmt.Errorf("seckill: reservation id: %w", err)
+		return 0, fmt.Errorf("seckill: batch number: %w", err)
 	}
-	return request{user: user, qty: qty, n: n}, nil
+	return n, nil
 }
 
-// id is the reservation id of r's units taken from bucket b.
-func (sl *Sale) id(b int, r request) string {
-	return sl.c.ID + "-" + strconv.Itoa(b) + "-" + strconv.FormatInt(r.n, 10)
-}
-
-// decide runs the home-bucket script for a batch of requests and returns
-// one answer letter per request (see buy.lua), with ErrNotReplicated when
-// the answers are valid but not confirmed by replicas. While Reconcile
-// rebuilds the bucket the script answers W: decide waits and asks again, for
-// up to maxFenceWait, then answers X.
-func (sl *Sale) decide(ctx context.Context, bucket int, reqs []request) (string, error) {
+// decide runs the home-bucket script for a batch of requests, numbered once
+// here, and returns one answer letter per request (see buy.lua), with
+// ErrNotReplicated when the answers are valid but not confirmed by replicas.
+// While Reconcile rebuilds the bucket the script answers W: decide waits and
+// asks again, for up to maxFenceWait, then answers X.
+func (sl *Sale) decide(ctx context.Context, bucket int, reqs []request) (decision, error) {
+	n, err := sl.batchNumber(ctx)
+	if err != nil {
+		return decision{}, err
+	}
 	wait := time.Millisecond
 	for waited := time.Duration(0); ; waited += wait {
-		out, err := sl.decideOnce(ctx, bucket, reqs)
+		out, err := sl.decideOnce(ctx, bucket, n, reqs)
 		if out == "" || out[0] != 'W' {
-			return out, err
+			return decision{answers: out, batch: n}, err
 		}
 		if waited >= maxFenceWait {
-			return strings.Repeat("X", len(reqs)), nil
+			return decision{answers: strings.Repeat("X", len(reqs)), batch: n}, nil
 		}
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return decision{}, ctx.Err()
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 50*time.Millisecond)
 	}
 }
 
-func (sl *Sale) decideOnce(ctx context.Context, bucket int, reqs []request) (string, error) {
+func (sl *Sale) decideOnce(ctx context.Context, bucket int, n int64, reqs []request) (string, error) {
 	only := 0
 	if sl.c.Buckets == 1 {
 		only = 1
 	}
-	args := make([]any, 0, 6+3*len(reqs))
-	args = append(args, sl.c.Limit, sl.s.deadline(), sl.c.ID, bucket, only, sl.recentTTL())
+	args := make([]any, 0, 7+2*len(reqs))
+	args = append(args, sl.c.Limit, sl.s.deadline(), sl.c.ID, bucket, only, sl.recentTTL(), n)
 	for _, r := range reqs {
-		args = append(args, r.user, r.qty, sl.id(bucket, r))
+		args = append(args, r.user, r.qty)
 	}
 	keys := sl.bucketKeys(bucket, "stock", "quota", "res", "due", "outbox")
 	keys = append(keys, sl.recent(bucket), sl.key(bucket, "version"), sl.key(bucket, "fence"))
@@ -166,15 +168,18 @@ func (sl *Sale) decideOnce(ctx context.Context, bucket int, reqs []request) (str
 
 func (s *Service) deadline() int64 { return s.cfg.Now().Add(s.cfg.PayTimeout).UnixMilli() }
 
-// finish turns the home bucket's answer into the buyer's: a reservation,
-// the limit, or — the home bucket being empty — stock from another bucket,
-// else the held quota back and sold out. unconfirmed is the home decision's
-// ErrNotReplicated, if any, returned with a reservation made there.
-func (sl *Sale) finish(ctx context.Context, r request, h int, answer byte, unconfirmed error) (string, error) {
+// finish turns the home bucket's answer to the request in slot of batch d
+// into the buyer's: a reservation, the limit, or — the home bucket being
+// empty — stock from another bucket, else the held quota back and sold out.
+// unconfirmed is the home decision's ErrNotReplicated, if any, returned with
+// a reservation made there.
+func (sl *Sale) finish(ctx context.Context, r request, h int, d decision, slot int, unconfirmed error) (string, error) {
 	c := sl.c
+	answer := d.answers[slot]
+	held := sl.id(h, d.batch, slot)
 	switch answer {
 	case 'R':
-		return sl.id(h, r), unconfirmed
+		return held, unconfirmed
 	case 'L':
 		return "", ErrLimitReached
 	case 'S':
@@ -190,15 +195,21 @@ func (sl *Sale) finish(ctx context.Context, r request, h int, answer byte, uncon
 			return "", err // the hold stays: no oversell
 		}
 		lost := false
+		var n int64 // the take's own batch: one number serves every bucket tried
 		for i := 1; i < c.Buckets; i++ {
 			b := (h + i) % c.Buckets
 			lost = lost || stocks[b] == stockLost
 			if stocks[b] < r.qty {
 				continue
 			}
+			if n == 0 {
+				if n, err = sl.batchNumber(ctx); err != nil {
+					return "", err // the hold stays: no oversell
+				}
+			}
 			keys := sl.bucketKeys(b, "stock", "res", "due", "outbox", "version", "fence")
-			id := sl.id(b, r)
-			cmd, err := sl.s.runDecision(ctx, takeScript, keys, c.ID, id, r.user, r.qty, h, sl.s.deadline())
+			id := sl.id(b, n, 0)
+			cmd, err := sl.s.runDecision(ctx, takeScript, keys, c.ID, n, r.user, r.qty, h, sl.s.deadline(), b)
 			if err != nil && !errors.Is(err, ErrNotReplicated) {
 				return "", fmt.Errorf("seckill: take from %s/%d: %w", c.ID, b, err) // the hold stays: no oversell
 			}
@@ -208,7 +219,7 @@ func (sl *Sale) finish(ctx context.Context, r request, h int, answer byte, uncon
 			}
 			lost = lost || took < 0
 		}
-		if err := sl.unquota(ctx, r.user, r.qty, h, "hold:"+sl.id(h, r)); err != nil {
+		if err := sl.unquota(ctx, r.user, r.qty, h, "hold:"+held); err != nil {
 			return "", err
 		}
 		if lost { // a bucket lost or being rebuilt may hold units: not sold out
@@ -261,7 +272,8 @@ type BatchConfig struct {
 
 type waiting struct {
 	request
-	res  byte
+	d    decision
+	slot int
 	err  error
 	done chan struct{}
 }
@@ -289,11 +301,7 @@ func (b *Batcher) Buy(ctx context.Context, user string, qty int64) (string, erro
 		return "", err
 	}
 	h := b.sl.home(user)
-	r, err := b.sl.request(ctx, user, qty)
-	if err != nil {
-		return "", err
-	}
-	w := &waiting{request: r, done: make(chan struct{})}
+	w := &waiting{request: request{user: user, qty: qty}, done: make(chan struct{})}
 	select {
 	case b.queues[h] <- w:
 	case <-ctx.Done():
@@ -305,7 +313,7 @@ func (b *Batcher) Buy(ctx context.Context, user string, qty int64) (string, erro
 	if w.err != nil && !errors.Is(w.err, ErrNotReplicated) {
 		return "", w.err
 	}
-	id, err := b.sl.finish(ctx, w.request, h, w.res, w.err)
+	id, err := b.sl.finish(ctx, w.request, h, w.d, w.slot, w.err)
 	return id, b.sl.noteSoldOut(qty, err)
 }
 
@@ -336,13 +344,10 @@ func (b *Batcher) loop(bucket int, q chan *waiting) {
 			reqs = append(reqs, w.request)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		res, err := b.sl.decide(ctx, bucket, reqs)
+		d, err := b.sl.decide(ctx, bucket, reqs)
 		cancel()
 		for i, w := range batch {
-			w.err = err
-			if res != "" {
-				w.res = res[i]
-			}
+			w.d, w.slot, w.err = d, i, err
 			close(w.done)
 		}
 	}

@@ -21,9 +21,10 @@
 // rules (limit, buckets, window) are read from SQL once and cached — a
 // campaign never changes — so no caller-built struct can bypass them.
 //
-// The gate: one Lua script per decision checks the buyer's limit, deducts
-// stock, records the reservation (with its payment deadline) and appends the
-// order event to the bucket's outbox stream — all or nothing. The keys of one
+// The gate: one Lua script call decides a batch of buyers (one, or many
+// through a Batcher): for each it checks the limit and deducts stock, and for
+// the batch it records the reservations (with their payment deadline) and
+// appends the order event to the bucket's outbox stream — all or nothing. The keys of one
 // bucket share a hash tag. Stock can be split over K buckets on different
 // cluster slots (Campaign.Buckets) so that one hot item is not one hot key:
 // a buyer's quota lives on its home bucket (user hash); when that bucket is
@@ -34,22 +35,41 @@
 // bucket). A process dying between the two steps leaves a quota held without
 // a unit: the buyer loses a try, no unit is lost or sold twice.
 //
-// Reservation ids are "<campaign>-<bucket>-<n>", n from Config.IDs (a
-// snowflake) passed into the scripts: never from a Redis counter, which a
-// failover or a restart from an older snapshot rolls back.
+// Reservations are kept per batch (a call of the buy or take script): in
+// the bucket's reservations hash, the batch's number maps to one record,
+// "<home>;<slot>=<user>,<qty>;…" listing its open reservations by their slot
+// (the buyer's place in the batch), and the due sorted set holds one
+// deadline per batch, shared by its reservations. Closing a reservation
+// removes its slot from the record; the record and its deadline go with the
+// last slot. So a decision costs a few bytes of one record and no hash
+// field, sorted-set member or retry check of its own. Reservation ids are
+// "<campaign>-<bucket>-<batch>" for slot 0 and "…-<batch>.<slot>" for the
+// others, the batch number from Config.IDs (a snowflake) passed into the
+// scripts: never from a Redis counter, which a failover or a restart from an
+// older snapshot rolls back. A take from another bucket is a batch of one
+// with a number of its own. Reservation ids made by the per-reservation
+// layout before it ("<campaign>-<bucket>-<n>", one hash field per
+// reservation) parse as slot 0 of batch n, but their records do not: let a
+// campaign's reservations settle before moving it to this version.
 //
 // Retries: go-redis sends a command again when its reply is lost (3 times by
 // default), and a script that acted would act twice. Every script that
-// changes state recognises its own second run: a buy or take by the
-// reservation id the caller made, a hold, a quota return or a close by a
-// record kept in a per-bucket hash for Config.RetryWindow. So one Buy leaves
+// changes state recognises its own second run: a buy by its batch number,
+// whose answers (reservations and holds) it keeps in a per-bucket hash for
+// Config.RetryWindow, a take by the batch's record, a quota return or a close
+// by a record kept in that hash. So one Buy leaves
 // one reservation and gets the first run's answer, whatever the client's
 // retry settings. The order block makes its own SQL writes idempotent (by
 // buyer and reservation id, by gateway transaction) and retries deadlocks.
 //
 // Coalescing: a Batcher folds the buyers waiting for one home bucket into one
 // script call, deciding them in order (the same user twice included). Every
-// buyer gets its own answer; batches form only under load.
+// buyer gets its own answer; batches form only under load. Calls of 256
+// buyers replayed into one Redis on a loaded two-core machine cost about 6.5
+// µs of server CPU per decision (21 µs with a hash field, a sorted-set member
+// and two retry checks per reservation); what remains is mostly Lua: the
+// quota read and write per buyer, and the record and order message built per
+// reservation.
 //
 // Orders: the outbox streams are relayed to Kafka (an outbox.Relay over
 // Sale.Outboxes, keyed by bucket; entries are deleted only after the broker
@@ -65,9 +85,11 @@
 // (order.ReasonOutOfStock; "rejected" below). SQL never records more units
 // sold than there were.
 //
-// Release: reservations wait in a per-bucket sorted set by deadline (a Redis
+// Release: batches wait in a per-bucket sorted set by deadline (a Redis
 // delay queue; asynq would add a second queue system for one sorted set).
-// ReleaseDue settles each due one as its order says: it expires the unpaid
+// ReleaseDue settles each open reservation of a due batch as its order says
+// (a paid one or one closed by its order event is no longer in the record):
+// it expires the unpaid
 // order in SQL first (order.Service.Expire: the conditional UPDATE pending →
 // closed races the callback's pending → paid and exactly one wins; order
 // returns the units to SQL's stock), then returns the units to Redis with
@@ -97,7 +119,8 @@
 //     rebuilds Redis from SQL: stock = SQL's stock less the units in flight,
 //     the pending orders' reservations with their deadlines (so they are
 //     released or paid as usual), quotas raised to what each user's orders
-//     and reservations hold. Repairing during the sale is safe: the buckets
+//     and reservations hold (the reservations grouped again by batch, as
+//     their ids say). Repairing during the sale is safe: the buckets
 //     are fenced (new purchases wait, for a few milliseconds usually, two
 //     seconds at most), then each is rewritten in one script only if no
 //     script changed it since it was read (a version bumped by every

@@ -2,6 +2,7 @@ package seckill
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -22,3 +23,33 @@ func (sl *Sale) Home(user string) int { return sl.home(user) }
 
 // Key is the key of part of bucket b.
 func (sl *Sale) Key(b int, part string) string { return sl.key(b, part) }
+
+// OpenReservations counts the reservations open in Redis, over all buckets.
+func (sl *Sale) OpenReservations(ctx context.Context) (int64, error) {
+	var n int64
+	for b := range sl.c.Buckets {
+		recs, err := sl.s.rdb.HGetAll(ctx, sl.key(b, "res")).Result()
+		if err != nil {
+			return 0, err
+		}
+		for batch, v := range recs {
+			nb, _ := strconv.ParseInt(batch, 10, 64)
+			open, err := sl.expand(b, nb, v)
+			if err != nil {
+				return 0, err
+			}
+			n += int64(len(open))
+		}
+	}
+	return n, nil
+}
+
+// RecordOf names the record holding reservation id: its bucket's
+// reservations hash and the batch's field.
+func RecordOf(sl *Sale, id string) (key, field string, err error) {
+	r, err := splitID(id)
+	if err != nil {
+		return "", "", err
+	}
+	return sl.key(r.bucket, "res"), strconv.FormatInt(r.batch, 10), nil
+}

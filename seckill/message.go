@@ -18,7 +18,8 @@ const OrderVersion = 1
 // its value JSON of format version 1, written by the buy scripts:
 //
 //	{"v":1,"campaign":"double11","orders":[
-//	  {"id":"double11-3-1867162712440455168","user":"alice","qty":1,"pay_by":1794528900000}]}
+//	  {"id":"double11-3-1867162712440455168","user":"alice","qty":1,"pay_by":1794528900000},
+//	  {"id":"double11-3-1867162712440455168.1","user":"bob","qty":1,"pay_by":1794528900000}]}
 //
 // pay_by is the payment deadline in Unix milliseconds. Decoding is strict: an
 // unknown version or field, a missing or malformed field, or trailing data is
@@ -30,7 +31,7 @@ type OrderMessage struct {
 
 // Order is one reservation to record as an order.
 type Order struct {
-	ID    string // reservation id "<campaign>-<bucket>-<number>"
+	ID    string // reservation id "<campaign>-<bucket>-<batch>[.<slot>]"
 	User  string
 	Qty   int64
 	PayBy time.Time // payment deadline, to the millisecond
@@ -77,9 +78,9 @@ func DecodeOrderMessage(value []byte) (OrderMessage, error) {
 	}
 	m := OrderMessage{Campaign: w.Campaign, Orders: make([]Order, len(w.Orders))}
 	for i, o := range w.Orders {
-		campaign, _, _, err := splitID(o.ID)
+		id, err := splitID(o.ID)
 		switch {
-		case err != nil || campaign != w.Campaign:
+		case err != nil || id.campaign != w.Campaign:
 			return OrderMessage{}, fmt.Errorf("%w: order id %q not of campaign %s", ErrBadMessage, o.ID, w.Campaign)
 		case !userPattern.MatchString(o.User):
 			return OrderMessage{}, fmt.Errorf("%w: user %q", ErrBadMessage, o.User)

@@ -40,7 +40,7 @@ func (s *Service) HandleOrder(ctx context.Context, _, value []byte) error {
 	}
 	reqs := make([]order.NewOrder, len(m.Orders))
 	for i, o := range m.Orders {
-		if _, b, _, _ := splitID(o.ID); b >= sl.c.Buckets {
+		if id, _ := splitID(o.ID); id.bucket >= sl.c.Buckets {
 			return outbox.Poison(fmt.Errorf("%w: order %s: campaign %s has %d buckets", ErrBadMessage, o.ID, sl.c.ID, sl.c.Buckets))
 		}
 		reqs[i] = sl.newOrder(o)
@@ -94,38 +94,143 @@ func (s *Service) OrderOf(ctx context.Context, user, id string) (order.Order, er
 	return o, err
 }
 
-// splitID splits a reservation id "<campaign>-<bucket>-<number>".
-func splitID(id string) (campaign string, bucket int, n int64, err error) {
+// resID is a reservation id, "<campaign>-<bucket>-<batch>" for slot 0 of a
+// batch and "<campaign>-<bucket>-<batch>.<slot>" for the others: the
+// reservation made for the buyer in that slot of that batch (a call of
+// buy.lua or take.lua, numbered by Config.IDs) on that bucket.
+type resID struct {
+	campaign string
+	bucket   int
+	batch    int64
+	slot     int
+}
+
+// id is the reservation id of slot of batch n on bucket b.
+func (sl *Sale) id(b int, n int64, slot int) string {
+	return resID{sl.c.ID, b, n, slot}.String()
+}
+
+func (r resID) String() string {
+	id := r.campaign + "-" + strconv.Itoa(r.bucket) + "-" + strconv.FormatInt(r.batch, 10)
+	if r.slot > 0 {
+		id += "." + strconv.Itoa(r.slot)
+	}
+	return id
+}
+
+// splitID parses a reservation id. Each reservation has one id: numbers are
+// written without sign or leading zeros, and slot 0 without its suffix.
+func splitID(id string) (resID, error) {
+	bad := fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
 	j := strings.LastIndexByte(id, '-')
 	i := -1
 	if j > 0 {
 		i = strings.LastIndexByte(id[:j], '-')
 	}
-	if i <= 0 {
-		return "", 0, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
+	if i <= 0 || !idPattern.MatchString(id[:i]) {
+		return resID{}, bad
 	}
-	bucket, err1 := strconv.Atoi(id[i+1 : j])
-	n, err2 := strconv.ParseInt(id[j+1:], 10, 64)
-	if err1 != nil || err2 != nil || bucket < 0 || n < 1 || !idPattern.MatchString(id[:i]) {
-		return "", 0, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
+	r := resID{campaign: id[:i], slot: 0}
+	batch, slot, dotted := strings.Cut(id[j+1:], ".")
+	var err1, err2, err3 error
+	r.bucket, err1 = strconv.Atoi(id[i+1 : j])
+	r.batch, err2 = strconv.ParseInt(batch, 10, 64)
+	if dotted {
+		r.slot, err3 = strconv.Atoi(slot)
 	}
-	return id[:i], bucket, n, nil
+	if err1 != nil || err2 != nil || err3 != nil || r.bucket < 0 || r.batch < 1 || dotted && r.slot < 1 || r.String() != id {
+		return resID{}, bad
+	}
+	return r, nil
 }
 
-// reservation finds the campaign and bucket of a reservation id.
-func (s *Service) reservation(ctx context.Context, id string) (*Sale, int, error) {
-	campaign, b, _, err := splitID(id)
+// reservation finds the campaign of a reservation id.
+func (s *Service) reservation(ctx context.Context, id string) (*Sale, resID, error) {
+	r, err := splitID(id)
 	if err != nil {
-		return nil, 0, err
+		return nil, resID{}, err
 	}
-	sl, err := s.Open(ctx, campaign)
+	sl, err := s.Open(ctx, r.campaign)
 	if err != nil {
-		return nil, 0, err
+		return nil, resID{}, err
 	}
-	if b >= sl.c.Buckets {
-		return nil, 0, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
+	if r.bucket >= sl.c.Buckets {
+		return nil, resID{}, fmt.Errorf("%w: reservation id %q", ErrInvalid, id)
 	}
-	return sl, b, nil
+	return sl, r, nil
+}
+
+// A batch's record, the value of its field in the bucket's reservations
+// hash, is "<home>" then ";<slot>=<user>,<qty>" for each of its open
+// reservations (buy.lua writes it, close.lua removes slots).
+type slotRecord struct {
+	slot int
+	user string
+	qty  int64
+}
+
+// parseRecord parses a batch's record.
+func parseRecord(v string) (home int, slots []slotRecord, err error) {
+	parts := strings.Split(v, ";")
+	home, err = strconv.Atoi(parts[0])
+	if err != nil || home < 0 {
+		return 0, nil, fmt.Errorf("seckill: malformed reservation record %q", v)
+	}
+	slots = make([]slotRecord, 0, len(parts)-1)
+	for _, p := range parts[1:] {
+		slot, rest, ok1 := strings.Cut(p, "=")
+		user, qty, ok2 := strings.Cut(rest, ",")
+		r := slotRecord{user: user}
+		var err1, err2 error
+		r.slot, err1 = strconv.Atoi(slot)
+		r.qty, err2 = strconv.ParseInt(qty, 10, 64)
+		if !ok1 || !ok2 || err1 != nil || err2 != nil || user == "" || r.qty < 1 {
+			return 0, nil, fmt.Errorf("seckill: malformed reservation record %q", v)
+		}
+		slots = append(slots, r)
+	}
+	return home, slots, nil
+}
+
+// formatRecord is the record of a batch's open slots.
+func formatRecord(home int, slots []slotRecord) string {
+	var b strings.Builder
+	b.WriteString(strconv.Itoa(home))
+	for _, r := range slots {
+		fmt.Fprintf(&b, ";%d=%s,%d", r.slot, r.user, r.qty)
+	}
+	return b.String()
+}
+
+// reservationValue is one reservation as "user|qty|home" (close.lua's answer).
+func reservationValue(user string, qty int64, home int) string {
+	return user + "|" + strconv.FormatInt(qty, 10) + "|" + strconv.Itoa(home)
+}
+
+// batchReservations reads batch n of bucket b and returns its open
+// reservations by id, as "user|qty|home"; none when the batch is closed.
+func (sl *Sale) batchReservations(ctx context.Context, b int, n int64) (map[string]string, error) {
+	v, err := sl.s.rdb.HGet(ctx, sl.key(b, "res"), strconv.FormatInt(n, 10)).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("seckill: read reservations of %s: %w", sl.id(b, n, 0), err)
+	}
+	return sl.expand(b, n, v)
+}
+
+// expand turns batch n's record on bucket b into its reservations by id.
+func (sl *Sale) expand(b int, n int64, v string) (map[string]string, error) {
+	home, slots, err := parseRecord(v)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(slots))
+	for _, r := range slots {
+		out[sl.id(b, n, r.slot)] = reservationValue(r.user, r.qty, home)
+	}
+	return out, nil
 }
 
 // close removes a reservation from its bucket (restocking it if asked) and,
@@ -198,15 +303,13 @@ func (sl *Sale) ReleaseDue(ctx context.Context) (int, error) {
 			errs = append(errs, fmt.Errorf("seckill: due of %s/%d: %w", sl.c.ID, b, err))
 			continue
 		}
-		for _, id := range due {
+		for _, batch := range due {
 			if err := ctx.Err(); err != nil {
 				return released, errors.Join(append(errs, err)...)
 			}
-			restocked, err := sl.settle(ctx, b, id, nil)
-			if restocked {
-				released++
-			}
-			if err != nil && !errors.Is(err, errNotSettled) { // not settled: next pass
+			n, err := sl.releaseBatch(ctx, b, batch)
+			released += n
+			if err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -214,17 +317,53 @@ func (sl *Sale) ReleaseDue(ctx context.Context) (int, error) {
 	return released, errors.Join(errs...)
 }
 
-// settle closes reservation id of bucket b as its order says (see
-// ReleaseDue), reading the order unless o is given, and reports whether this
-// call returned its units to the stock.
-func (sl *Sale) settle(ctx context.Context, b int, id string, o *order.Order) (bool, error) {
-	r, err := sl.s.rdb.HGet(ctx, sl.key(b, "res"), id).Result()
-	if errors.Is(err, redis.Nil) {
-		_, err := sl.close(ctx, b, id, false) // closed before: clear a stray deadline
+// releaseBatch settles the open reservations of a due batch and returns how
+// many it returned to the stock.
+func (sl *Sale) releaseBatch(ctx context.Context, b int, batch string) (int, error) {
+	n, err := strconv.ParseInt(batch, 10, 64)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("seckill: due of %s/%d: malformed batch %q", sl.c.ID, b, batch)
+	}
+	open, err := sl.batchReservations(ctx, b, n)
+	if err != nil {
+		return 0, err
+	}
+	if len(open) == 0 {
+		_, err := sl.close(ctx, b, sl.id(b, n, 0), false) // closed before: clear a stray deadline
+		return 0, err
+	}
+	released := 0
+	var errs []error
+	for id, r := range open {
+		restocked, err := sl.settle(ctx, b, id, r, nil)
+		if restocked {
+			released++
+		}
+		if err != nil && !errors.Is(err, errNotSettled) { // not settled: next pass
+			errs = append(errs, err)
+		}
+	}
+	return released, errors.Join(errs...)
+}
+
+// settle closes reservation id (r "user|qty|home" as read from Redis, or ""
+// to read it here) of bucket b as its order says (see ReleaseDue), reading
+// the order unless o is given, and reports whether this call returned its
+// units to the stock.
+func (sl *Sale) settle(ctx context.Context, b int, id, r string, o *order.Order) (bool, error) {
+	rid, err := splitID(id)
+	if err != nil {
 		return false, err
 	}
-	if err != nil { // unknown: leave it for the next pass
-		return false, fmt.Errorf("seckill: read reservation %s: %w", id, err)
+	if r == "" {
+		open, err := sl.batchReservations(ctx, b, rid.batch)
+		if err != nil { // unknown: leave it for the next pass
+			return false, err
+		}
+		if r = open[id]; r == "" {
+			_, err := sl.close(ctx, b, id, false) // closed before: clear a stray deadline
+			return false, err
+		}
 	}
 	user, qty, _, err := parseReservation(r)
 	if err != nil {
@@ -239,7 +378,7 @@ func (sl *Sale) settle(ctx context.Context, b int, id string, o *order.Order) (b
 		if errors.Is(err, order.ErrNotFound) {
 			// Its message is still on its way: create the order now, due
 			// when the reservation was, for the order timeout to close.
-			payBy, err := sl.s.rdb.ZScore(ctx, sl.key(b, "due"), id).Result()
+			payBy, err := sl.s.rdb.ZScore(ctx, sl.key(b, "due"), strconv.FormatInt(rid.batch, 10)).Result()
 			if err != nil {
 				return false, fmt.Errorf("seckill: deadline of %s: %w", id, err)
 			}
@@ -313,7 +452,7 @@ func (s *Service) HandleOrderEvent(ctx context.Context, _, value []byte) error {
 	if err != nil {
 		return err
 	}
-	sl, b, err := s.reservation(ctx, o.RequestID)
+	sl, rid, err := s.reservation(ctx, o.RequestID)
 	if errors.Is(err, ErrInvalid) || errors.Is(err, ErrNoCampaign) {
 		return nil // not a flash-sale order
 	}
@@ -323,7 +462,7 @@ func (s *Service) HandleOrderEvent(ctx context.Context, _, value []byte) error {
 	if len(o.Items) != 1 || o.Items[0].SKU != sl.c.SKU {
 		return nil
 	}
-	_, err = sl.settle(ctx, b, o.RequestID, &o)
+	_, err = sl.settle(ctx, rid.bucket, o.RequestID, "", &o)
 	if errors.Is(err, ErrIDConflict) {
 		return outbox.Poison(err)
 	}

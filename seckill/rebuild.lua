@@ -4,10 +4,10 @@
 -- KEYS[5] version (bumped by every change)   KEYS[6] fence (holding off new
 -- purchases while the bucket is read and rebuilt)
 -- ARGV[1] the version read   ARGV[2] the bucket's stock
--- ARGV[3] JSON {"res":{id:"user|qty|home"},"due":{id:deadline ms},"quota":{user:units}}:
+-- ARGV[3] JSON {"res":{batch:record},"due":{batch:deadline ms},"quota":{user:units}}:
 -- the bucket's open reservations (SQL's pending orders and the reservations
--- still in flight to SQL), and for the users homed here the units their
--- orders and open reservations hold
+-- still in flight to SQL) as batch records (see buy.lua), and for the users
+-- homed here the units their orders and open reservations hold
 -- Returns 1 when rebuilt, 0 when the bucket changed since it was read (read
 -- again). Quotas are only raised: a quota above what a user's orders explain
 -- is a hold in flight (or one a crashed process left), which costs that user

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -225,27 +226,44 @@ func (sl *Sale) readBuckets(ctx context.Context) ([]bucketState, error) {
 	}
 	out := make([]bucketState, len(cmds))
 	for b, cmd := range cmds {
-		if out[b], err = parseSnapshot(cmd.Val()); err != nil {
+		if out[b], err = sl.parseSnapshot(b, cmd.Val()); err != nil {
 			return nil, fmt.Errorf("seckill: read Redis state of %s/%d: %w", sl.c.ID, b, err)
 		}
 	}
 	return out, nil
 }
 
-func parseSnapshot(v any) (bucketState, error) {
+// parseSnapshot reads bucket b's snapshot, its batches' records and
+// deadlines spread into reservations by id. A malformed record is skipped
+// (the rebuild drops it).
+func (sl *Sale) parseSnapshot(b int, v any) (bucketState, error) {
 	parts, ok := v.([]any)
 	if !ok || len(parts) != 5 {
 		return bucketState{}, fmt.Errorf("snapshot %v", v)
 	}
-	st := bucketState{version: "0", lost: parts[1] == nil, res: pairs(parts[2]), quota: pairs(parts[4]), due: map[string]float64{}}
+	st := bucketState{version: "0", lost: parts[1] == nil, res: map[string]string{}, quota: pairs(parts[4]), due: map[string]float64{}}
 	if v, ok := parts[0].(string); ok {
 		st.version = v
 	}
 	if v, ok := parts[1].(string); ok {
 		st.stock, _ = strconv.ParseInt(v, 10, 64)
 	}
-	for id, score := range pairs(parts[3]) {
-		st.due[id], _ = strconv.ParseFloat(score, 64)
+	due := pairs(parts[3])
+	for batch, rec := range pairs(parts[2]) {
+		n, err := strconv.ParseInt(batch, 10, 64)
+		if err != nil || n < 1 {
+			continue
+		}
+		open, err := sl.expand(b, n, rec)
+		if err != nil {
+			continue
+		}
+		for id, r := range open {
+			st.res[id] = r
+			if score, ok := due[batch]; ok {
+				st.due[id], _ = strconv.ParseFloat(score, 64)
+			}
+		}
 	}
 	return st, nil
 }
@@ -340,12 +358,55 @@ func (sl *Sale) readRecord(ctx context.Context, buckets []bucketState) (record, 
 	return rec, nil
 }
 
-// bucketPlan is what one bucket should hold (rebuild.lua's JSON).
+// bucketPlan is what one bucket should hold: its open reservations by id
+// ("user|qty|home") with their deadlines, and quotas.
 type bucketPlan struct {
 	stock int64
+	Res   map[string]string
+	Due   map[string]int64
+	Quota map[string]int64
+}
+
+// wirePlan is a bucketPlan as rebuild.lua takes it: the reservations as
+// batch records, with one deadline per batch.
+type wirePlan struct {
 	Res   map[string]string `json:"res"`
 	Due   map[string]int64  `json:"due"`
 	Quota map[string]int64  `json:"quota"`
+}
+
+// wire groups the plan's reservations into their batches' records. The
+// slots of a batch share its home and its deadline (one script call made
+// them); should the record's sources disagree, the earliest deadline wins.
+func (p bucketPlan) wire() wirePlan {
+	type batch struct {
+		home  int
+		slots []slotRecord
+	}
+	batches := map[string]*batch{}
+	w := wirePlan{Res: map[string]string{}, Due: map[string]int64{}, Quota: p.Quota}
+	for id, v := range p.Res {
+		rid, err1 := splitID(id)
+		user, qty, home, err2 := parseReservation(v)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		n := strconv.FormatInt(rid.batch, 10)
+		bt := batches[n]
+		if bt == nil {
+			bt = &batch{home: home}
+			batches[n] = bt
+		}
+		bt.slots = append(bt.slots, slotRecord{slot: rid.slot, user: user, qty: qty})
+		if due, ok := w.Due[n]; !ok || p.Due[id] < due {
+			w.Due[n] = p.Due[id]
+		}
+	}
+	for n, bt := range batches {
+		slices.SortFunc(bt.slots, func(a, b slotRecord) int { return a.slot - b.slot })
+		w.Res[n] = formatRecord(bt.home, bt.slots)
+	}
+	return w
 }
 
 // plan derives from what Redis and SQL hold what each bucket should hold,
@@ -392,14 +453,15 @@ func (sl *Sale) plan(buckets []bucketState, rec record) ([]bucketPlan, Report) {
 		if o.State == sold {
 			continue
 		}
-		_, b, _, err := splitID(id)
-		if err != nil || b >= len(want) {
+		rid, err := splitID(id)
+		if err != nil || rid.bucket >= len(want) {
 			continue
 		}
+		b := rid.bucket
 		if _, ok := buckets[b].res[id]; !ok {
 			rep.Missing++
 		}
-		want[b].Res[id] = fmt.Sprintf("%s|%d|%d", o.User, o.Qty, h)
+		want[b].Res[id] = reservationValue(o.User, o.Qty, h)
 		want[b].Due[id] = o.PayBy
 	}
 	for h, p := range want {
@@ -425,7 +487,7 @@ func (sl *Sale) plan(buckets []bucketState, rec record) ([]bucketPlan, Report) {
 // read.
 func (sl *Sale) rebuild(ctx context.Context, buckets []bucketState, want []bucketPlan) (int, error) {
 	for b, p := range want {
-		state, err := json.Marshal(p)
+		state, err := json.Marshal(p.wire())
 		if err != nil {
 			return b, err
 		}

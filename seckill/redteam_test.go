@@ -914,8 +914,13 @@ func TestRedTeamInterruptedRepairKeepsStock(t *testing.T) {
 		held = append(held, id)
 	}
 	f.record(ctx)
-	// Redis forgets one reservation of bucket 0: a repair is due.
-	if err := base.Client.HDel(ctx, f.sl.Key(0, "res"), held[0]).Err(); err != nil {
+	// Redis forgets one reservation of bucket 0 (a Buy is a batch of one,
+	// its own record): a repair is due.
+	key, field, err := seckill.RecordOf(f.sl, held[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := base.Client.HDel(ctx, key, field).Err(); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := f.sl.Reconcile(ctx, false)

@@ -969,13 +969,9 @@ func (f *fixture) events(ctx context.Context) int {
 // open counts the reservations open in Redis.
 func (f *fixture) open(ctx context.Context) int64 {
 	f.t.Helper()
-	var n int64
-	for b := range f.sl.Campaign().Buckets {
-		k, err := f.r.Client.HLen(ctx, f.sl.Key(b, "res")).Result()
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		n += k
+	n, err := f.sl.OpenReservations(ctx)
+	if err != nil {
+		f.t.Fatal(err)
 	}
 	return n
 }

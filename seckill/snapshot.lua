@@ -1,5 +1,6 @@
 -- Read one bucket at one instant, for Reconcile.
--- KEYS[1] version   KEYS[2] stock   KEYS[3] reservations   KEYS[4] due
+-- KEYS[1] version   KEYS[2] stock   KEYS[3] reservations (batch records)
+-- KEYS[4] due (batch deadlines)
 -- KEYS[5] quota
 -- Returns {version, stock, reservations, due, quota}: version and stock are
 -- nil when absent, the others flat lists (field, value / member, score).
