@@ -101,12 +101,28 @@ func TestDeadlockInjected(t *testing.T) {
 	if err := db.Get(&dbName, `SELECT DATABASE()`); err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, "the reservation to wait for b's row", func() bool {
+	// An inventory UPDATE running for 200 ms on this database is blocked:
+	// on b's row, since nothing holds a's (innodb_trx's LOCK WAIT state was
+	// not reliable on MariaDB 10.11: it showed such a wait as RUNNING).
+	waiting := func() bool {
 		var n int
-		err := db.Get(&n, `SELECT COUNT(*) FROM information_schema.innodb_trx t JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id
-			WHERE t.trx_state = 'LOCK WAIT' AND p.db = ?`, dbName)
+		err := db.Get(&n, `SELECT COUNT(*) FROM information_schema.processlist
+			WHERE db = ? AND info LIKE 'UPDATE inventory%' AND time_ms >= 200`, dbName)
 		return err == nil && n >= 1
-	})
+	}
+	for deadline := time.Now().Add(30 * time.Second); !waiting(); time.Sleep(5 * time.Millisecond) {
+		select {
+		case res := <-created:
+			t.Fatalf("the reservation finished without waiting for b's row: %+v, %v", res.Order, res.Err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			var state []string
+			db.Select(&state, `SELECT CONCAT_WS(' | ', p.id, p.command, p.state, p.info, t.trx_state, t.trx_query) FROM information_schema.processlist p
+				LEFT JOIN information_schema.innodb_trx t ON t.trx_mysql_thread_id = p.id WHERE p.db = ?`, dbName)
+			t.Fatalf("the reservation did not wait for b's row within 30 s; connections on the database:\n%s", strings.Join(state, "\n"))
+		}
+	}
 	// Now ask for a: a cycle. InnoDB rolls the block's transaction back.
 	if _, err := other.Exec("UPDATE `" + invA + "` SET available = available WHERE sku = 'a'"); err != nil {
 		t.Fatalf("the heavy transaction was chosen as the victim: %v", err)
