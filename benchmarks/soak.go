@@ -555,34 +555,15 @@ func soakSeckill(ctx context.Context, rdb redis.UniversalClient, db *sqlx.DB, ns
 	}
 	relay := outbox.NewRelay(rdb, sale.Outboxes(), "orders", outbox.Direct(s.HandleOrder))
 	bt := sale.NewBatcher(seckill.BatchConfig{})
-	bg, stopBG := context.WithCancel(context.Background())
-	var bgWG sync.WaitGroup
-	bgWG.Go(func() { relay.Run(bg, 50*time.Millisecond, func(error) {}) })
-	bgWG.Go(func() {
-		for t := time.NewTicker(200 * time.Millisecond); ; {
-			select {
-			case <-bg.Done():
-				t.Stop()
-				return
-			case <-t.C:
-				// Errors under faults: the next tick retries. order's Sweep
-				// settles the stock of an order whose close was cut half-way
-				// (a deployment runs it every minute or so); until then its
-				// reservation waits.
-				sale.ReleaseDue(bg)
-				orders.Sweep(bg, 100)
-			}
-		}
+	// Errors under faults: the next tick retries. order's Sweep settles
+	// the stock of an order whose close was cut half-way (a deployment runs
+	// it every minute or so); until then its reservation waits.
+	stopRelay := every(50*time.Millisecond, func(ctx context.Context) { relay.DrainAll(ctx) })
+	stopRelease := every(200*time.Millisecond, func(ctx context.Context) {
+		sale.ReleaseDue(ctx)
+		orders.Sweep(ctx, 100)
 	})
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			stopBG()
-			bgWG.Wait()
-			bt.Close()
-		}
-	}
+	stop := sync.OnceFunc(func() { stopRelay(); stopRelease(); bt.Close() })
 	type won struct{ user, id string }
 	var (
 		mu   sync.Mutex
@@ -672,30 +653,11 @@ func soakFeed(ctx context.Context, rdb redis.UniversalClient, db *sqlx.DB, ns st
 		svc.Close()
 		return nil, err
 	}
-	bg, stopBG := context.WithCancel(context.Background())
-	var bgWG sync.WaitGroup
 	relay := func(ctx context.Context) (int, error) {
 		return svc.RelayFanout(ctx, outbox.Direct(svc.HandleChunk), "feed", 100)
 	}
-	bgWG.Go(func() {
-		for t := time.NewTicker(50 * time.Millisecond); ; {
-			select {
-			case <-bg.Done():
-				t.Stop()
-				return
-			case <-t.C:
-				relay(bg) // errors under faults: the next tick retries
-			}
-		}
-	})
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			stopBG()
-			bgWG.Wait()
-		}
-	}
+	// Errors under faults: the next tick retries.
+	stop := every(50*time.Millisecond, func(ctx context.Context) { relay(ctx) })
 	var (
 		mu         sync.Mutex
 		posts      = map[string][]feedblock.Post{} // author → acknowledged posts
@@ -946,4 +908,24 @@ func soakHotlist(ctx context.Context, rdb redis.UniversalClient, _ *sqlx.DB, ns 
 			return bad
 		},
 	}, nil
+}
+
+// every calls fn every interval in the background until the returned stop,
+// which waits for the call under way and may be called again.
+func every(interval time.Duration, fn func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fn(ctx)
+			}
+		}
+	})
+	return sync.OnceFunc(func() { cancel(); wg.Wait() })
 }

@@ -39,6 +39,23 @@ func batchBuy(t *testing.T, f *fixture, users ...string) (ids map[string]string,
 }
 
 // sameBatch fails the test unless every id is a slot of one batch record.
+// paidBatch buys for users (the first is "pays") in one batch, records
+// their orders and pays the first.
+func paidBatch(t *testing.T, f *fixture, users ...string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	ids, errs := batchBuy(t, f, users...)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	sameBatch(t, f, ids)
+	f.record(ctx)
+	if err := f.pay(ctx, users[0], ids[users[0]]); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
 func sameBatch(t *testing.T, f *fixture, ids map[string]string) {
 	t.Helper()
 	fields := map[string]bool{}
@@ -61,15 +78,7 @@ func sameBatch(t *testing.T, f *fixture, ids map[string]string) {
 func TestBatchSlotsCloseOneByOne(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 10, 1, 1, seckill.Config{})
-	ids, errs := batchBuy(t, f, "pays", "cancels", "waits1", "waits2")
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	sameBatch(t, f, ids)
-	f.record(ctx)
-	if err := f.pay(ctx, "pays", ids["pays"]); err != nil {
-		t.Fatal(err)
-	}
+	ids := paidBatch(t, f, "pays", "cancels", "waits1", "waits2")
 	o, err := f.s.OrderOf(ctx, "cancels", ids["cancels"])
 	if err != nil {
 		t.Fatal(err)
@@ -158,15 +167,7 @@ func TestRetriedBatchAnswersAsTheFirst(t *testing.T) {
 func TestReconcileRebuildsBatchRecords(t *testing.T) {
 	ctx := context.Background()
 	f := setup(t, testenv.NewRedis(t), 10, 1, 1, seckill.Config{})
-	ids, errs := batchBuy(t, f, "pays", "u1", "u2", "u3")
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	sameBatch(t, f, ids)
-	f.record(ctx)
-	if err := f.pay(ctx, "pays", ids["pays"]); err != nil {
-		t.Fatal(err)
-	}
+	ids := paidBatch(t, f, "pays", "u1", "u2", "u3")
 	key, field, err := seckill.RecordOf(f.sl, ids["u1"])
 	if err != nil {
 		t.Fatal(err)

@@ -44,20 +44,15 @@ func (s *Service) limitMisses(ctx context.Context, ip string, find func() error)
 	if ip == "" {
 		return find()
 	}
-	key := clientKey(ip)
-	if s.misses == nil || s.misses.suspect(key, s.cfg.Now()) {
+	if s.misses.suspect(ip, s.cfg.Now()) {
 		if err := s.missBudget(ctx, ip); err != nil {
-			if s.misses != nil {
-				s.misses.missed(key, s.cfg.Now())
-			}
+			s.misses.missed(ip, s.cfg.Now())
 			return err
 		}
 	}
 	err := find()
 	if errors.Is(err, ErrNotFound) {
-		if s.misses != nil {
-			s.misses.missed(key, s.cfg.Now())
-		}
+		s.misses.missed(ip, s.cfg.Now())
 		lerr := s.allow(ctx, "miss", ip, s.cfg.MissLimit)
 		if errors.Is(lerr, ErrRateLimited) { // spent meanwhile by concurrent misses
 			return lerr

@@ -38,9 +38,14 @@ func newMissFilter(refill time.Duration, maxClients int) *missFilter {
 
 func (f *missFilter) shard(key string) *missShard { return &f.shards[xxhash.Sum64String(key)%64] }
 
-// suspect reports whether key's budget must be read from Redis: it missed
-// here within the refill time, or the shard could not track every client.
-func (f *missFilter) suspect(key string, now time.Time) bool {
+// suspect reports whether ip's budget must be read from Redis: there is no
+// filter (nil: always), the client missed here within the refill time, or
+// the shard could not track every client.
+func (f *missFilter) suspect(ip string, now time.Time) bool {
+	if f == nil {
+		return true
+	}
+	key := clientKey(ip)
 	sh := f.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -54,8 +59,13 @@ func (f *missFilter) suspect(key string, now time.Time) bool {
 	return ok && now.UnixNano() < until
 }
 
-// missed records that key spent (or was refused) a miss at now.
-func (f *missFilter) missed(key string, now time.Time) {
+// missed records that ip spent (or was refused) a miss at now; a nil
+// filter records nothing.
+func (f *missFilter) missed(ip string, now time.Time) {
+	if f == nil {
+		return
+	}
+	key := clientKey(ip)
 	sh := f.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
