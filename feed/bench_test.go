@@ -79,7 +79,7 @@ func BenchmarkFanout(b *testing.B) {
 	for i := range b.N {
 		lo := (i * 500) % len(users)
 		score := int64(1764480000000000 + i)
-		start := time.Now()
+		start := testenv.Now()
 		pipe := r.Client.Pipeline()
 		for _, k := range raw[lo : lo+500] {
 			pipe.ZAdd(ctx, k, redisZ(float64(score), strconv.Itoa(i+1)))
@@ -87,11 +87,11 @@ func BenchmarkFanout(b *testing.B) {
 		if _, err := pipe.Exec(ctx); err != nil {
 			b.Fatal(err)
 		}
-		mid := time.Now()
+		mid := testenv.Now()
 		if n, err := s.Push(ctx, feed.Chunk{V: 1, Post: int64(i + 1), Author: "a", Score: score, Followers: users[lo : lo+500]}); err != nil || n != 500 {
 			b.Fatalf("pushed %d: %v", n, err)
 		}
-		pushT += time.Since(mid)
+		pushT += testenv.Since(mid)
 		rawT += mid.Sub(start)
 	}
 	writes := float64(b.N * 500)
@@ -192,7 +192,7 @@ func BenchmarkMillionFollowers(b *testing.B) {
 	defer pub.Close()
 	b.ResetTimer()
 	for i := range b.N {
-		start := time.Now()
+		start := testenv.Now()
 		p, err := s.Publish(ctx, feed.PublishRequest{Author: "star", RequestID: "big" + strconv.Itoa(i), Body: "hello, world"})
 		if err != nil {
 			b.Fatal(err)
@@ -200,18 +200,18 @@ func BenchmarkMillionFollowers(b *testing.B) {
 		if n, err := s.RelayFanout(ctx, pub, topic, 10); err != nil || n != 1 {
 			b.Fatalf("relayed %d: %v", n, err)
 		}
-		relayed := time.Since(start)
+		relayed := testenv.Since(start)
 		var first sync.Once
 		var joined time.Duration // until the group's first chunk: relay + group join + first fetch
 		handle := func(ctx context.Context, k, v []byte) error {
-			first.Do(func() { joined = time.Since(start) })
+			first.Do(func() { joined = testenv.Since(start) })
 			return s.HandleChunk(ctx, k, v)
 		}
 		c, err := kafka.ConsumeN(ctx, brokers, "g"+strconv.Itoa(i)+topic, []string{topic}, followers/500, handle, kafka.ConsumerConfig{})
 		if err != nil || c.Handled() != followers/500 {
 			b.Fatalf("handled %d chunks: %v", c.Handled(), err)
 		}
-		delivered := time.Since(start) // the check below is not delivery
+		delivered := testenv.Since(start) // the check below is not delivery
 		// every inbox holds the post (in its pushed list, which the next
 		// read moves into the sorted set)
 		item := strconv.FormatInt(p.Score, 10) + ":" + strconv.FormatInt(p.ID, 10)
@@ -225,7 +225,7 @@ func BenchmarkMillionFollowers(b *testing.B) {
 			}
 		}
 		b.ReportMetric(delivered.Seconds(), "s-to-all-inboxes")
-		b.ReportMetric(time.Since(start).Seconds(), "s-incl-check")
+		b.ReportMetric(testenv.Since(start).Seconds(), "s-incl-check")
 		b.ReportMetric(relayed.Seconds(), "s-relay")
 		b.ReportMetric(joined.Seconds(), "s-to-first-chunk")
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/casebook-dev/casebook/internal/testenv"
 )
 
 // zipfBatches encodes events Zipf-distributed (s = 1.1) over 5M items — the
@@ -48,7 +50,7 @@ func zipfBatches(b *testing.B, parts, perPart int, now time.Time) [][][]byte {
 func BenchmarkAggregate(b *testing.B) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled: nothing here does I/O
 	defer c.Close()
-	now := time.Now()
+	now := testenv.Now()
 	const parts = 8
 	batches := zipfBatches(b, parts, 64, now)
 	for _, name := range []string{"decode-only", "decay", "window"} {

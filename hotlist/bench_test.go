@@ -31,7 +31,7 @@ func BenchmarkFlush(b *testing.B) {
 		names[i] = "item:" + strconv.Itoa(i*7919)
 	}
 	raw := func(writes int) time.Duration {
-		start := time.Now()
+		start := testenv.Now()
 		pipe := r.Client.Pipeline()
 		for _, m := range names {
 			for k := range writes {
@@ -41,11 +41,11 @@ func BenchmarkFlush(b *testing.B) {
 		if _, err := pipe.Exec(ctx); err != nil {
 			b.Fatal(err)
 		}
-		return time.Since(start)
+		return testenv.Since(start)
 	}
 	for _, model := range []hotlist.Model{hotlist.Decay, hotlist.Window} {
 		b.Run(model.String(), func(b *testing.B) {
-			now := time.Now().Truncate(5 * time.Minute).Add(time.Second)
+			now := testenv.Now().Truncate(5 * time.Minute).Add(time.Second)
 			l, err := hotlist.New(r.Client, hotlist.Config{Name: "flush-" + model.String(), Namespace: r.Namespace, Partitions: 1, Model: model, Now: func() time.Time { return now }})
 			if err != nil {
 				b.Fatal(err)
@@ -78,11 +78,11 @@ func BenchmarkFlush(b *testing.B) {
 				if err := claim.Add(off, data); err != nil {
 					b.Fatal(err)
 				}
-				start := time.Now()
+				start := testenv.Now()
 				if err := claim.Flush(ctx); err != nil {
 					b.Fatal(err)
 				}
-				spent += time.Since(start)
+				spent += testenv.Since(start)
 			}
 			rate := float64(b.N*items) / spent.Seconds()
 			b.ReportMetric(rate, "items/s")
@@ -116,7 +116,7 @@ func populate(b *testing.B, r *testenv.Redis, name string, model hotlist.Model, 
 	rng := rand.New(rand.NewPCG(1, 2))
 	zipf := rand.NewZipf(rng, 1.1, 1, uint64(parts*perPart-1))
 	event := func(item uint64) hotlist.Event {
-		return hotlist.Event{Item: "item:" + strconv.FormatUint(item, 10), Kind: hotlist.Kind(1 + rng.IntN(4)), At: time.Now().Add(-time.Duration(rng.IntN(55*60_000)) * time.Millisecond)}
+		return hotlist.Event{Item: "item:" + strconv.FormatUint(item, 10), Kind: hotlist.Kind(1 + rng.IntN(4)), At: testenv.Now().Add(-time.Duration(rng.IntN(55*60_000)) * time.Millisecond)}
 	}
 	var events []hotlist.Event
 	for i := range parts * perPart {

@@ -38,7 +38,7 @@ func newFixture(t testing.TB, r *testenv.Redis, cfg hotlist.Config) *fixture {
 	// The next full hour: the first instant of a slot for every slot length
 	// that divides an hour, whatever the time the test runs at, and ahead of
 	// the Redis server's clock, so that no TTL set from it has passed.
-	clk := testenv.NewClock(time.Now().Truncate(time.Hour).Add(time.Hour))
+	clk := testenv.NewClock(testenv.Now().Truncate(time.Hour).Add(time.Hour))
 	cfg.Namespace, cfg.Now = r.Namespace, clk.Now
 	if cfg.Name == "" {
 		cfg.Name = "hot"

@@ -30,9 +30,9 @@ func BenchmarkRescaleChunk(b *testing.B) {
 		f.flush()
 	}
 	timed := func() time.Duration {
-		start := time.Now()
+		start := testenv.Now()
 		f.flush()
-		return time.Since(start)
+		return testenv.Since(start)
 	}
 	var moving []time.Duration
 	for b.Loop() {

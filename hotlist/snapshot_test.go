@@ -166,12 +166,12 @@ func TestRunPublisher(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.l.RunPublisher(ctx, func(err error) { t.Error(err) }); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testenv.Now().Add(10 * time.Second)
 	for {
 		if snap, err := f.l.Snapshot(context.Background()); err == nil && len(snap.Entries) == 1 {
 			break
 		}
-		if time.Now().After(deadline) {
+		if testenv.Now().After(deadline) {
 			t.Fatal("no snapshot published")
 		}
 		time.Sleep(5 * time.Millisecond)

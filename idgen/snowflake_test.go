@@ -27,7 +27,7 @@ func TestSnowflakeNodeRange(t *testing.T) {
 	if idgen.SnowflakeNode(id) != 1023 {
 		t.Fatalf("node of %d = %d", id, idgen.SnowflakeNode(id))
 	}
-	if d := time.Since(idgen.SnowflakeTime(id)); d < 0 || d > time.Second {
+	if d := testenv.Since(idgen.SnowflakeTime(id)); d < 0 || d > time.Second {
 		t.Fatalf("id time %v is %v from now", idgen.SnowflakeTime(id), d)
 	}
 }
@@ -89,7 +89,7 @@ func TestSnowflakeRestartWithClockBehind(t *testing.T) {
 	}
 
 	// The clock of the restarted process reads 10 s earlier: refuse.
-	tenBack := func() time.Time { return time.Now().Add(-10 * time.Second) }
+	tenBack := func() time.Time { return testenv.Now().Add(-10 * time.Second) }
 	_, err = idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 7, Checkpoint: cp, Lease: 200 * time.Millisecond, Now: tenBack})
 	if !errors.Is(err, idgen.ErrClockBackwards) {
 		t.Fatalf("restart 10 s back: %v, want ErrClockBackwards", err)
@@ -99,7 +99,7 @@ func TestSnowflakeRestartWithClockBehind(t *testing.T) {
 	}
 
 	// An immediate restart waits for the rest of the lease.
-	start := time.Now()
+	start := testenv.Now()
 	second, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 7, Checkpoint: cp, Lease: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestSnowflakeRestartWithClockBehind(t *testing.T) {
 	if id <= lastBefore {
 		t.Fatalf("id after restart %d ≤ id before %d", id, lastBefore)
 	}
-	if waited := time.Since(start); waited > time.Second {
+	if waited := testenv.Since(start); waited > time.Second {
 		t.Fatalf("restart waited %v for a 200ms lease", waited)
 	}
 }
@@ -126,8 +126,8 @@ func TestSnowflakeReservationKeepsAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(300 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	deadline := testenv.Now().Add(300 * time.Millisecond)
+	for testenv.Now().Before(deadline) {
 		id, err := s.Next(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -170,9 +170,9 @@ func TestSnowflakeCloseStopsRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	cp.hang.Store(true)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testenv.Now().Add(10 * time.Second)
 	for len(cp.started) == 0 { // the renewal starts half-way through a lease
-		if time.Now().After(deadline) {
+		if testenv.Now().After(deadline) {
 			t.Fatal("no background renewal")
 		}
 		if _, err := s.Next(ctx); err != nil {

@@ -157,12 +157,12 @@ func (c *conformance) sale(sku string, fault func(stop <-chan struct{})) {
 // retry runs op until it succeeds or fails for a reason of the block's,
 // each attempt with its own deadline, as a client does.
 func retry[T any](op func(ctx context.Context) (T, error), final ...error) (T, error) {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := testenv.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		v, err := op(ctx)
 		cancel()
-		if err == nil || time.Now().After(deadline) {
+		if err == nil || testenv.Now().After(deadline) {
 			return v, err
 		}
 		for _, f := range final {

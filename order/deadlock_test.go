@@ -110,13 +110,13 @@ func TestDeadlockInjected(t *testing.T) {
 			WHERE db = ? AND info LIKE 'UPDATE inventory%' AND time_ms >= 200`, dbName)
 		return err == nil && n >= 1
 	}
-	for deadline := time.Now().Add(30 * time.Second); !waiting(); time.Sleep(5 * time.Millisecond) {
+	for deadline := testenv.Now().Add(30 * time.Second); !waiting(); time.Sleep(5 * time.Millisecond) {
 		select {
 		case res := <-created:
 			t.Fatalf("the reservation finished without waiting for b's row: %+v, %v", res.Order, res.Err)
 		default:
 		}
-		if time.Now().After(deadline) {
+		if testenv.Now().After(deadline) {
 			var state []string
 			db.Select(&state, `SELECT CONCAT_WS(' | ', p.id, p.command, p.state, p.info, t.trx_state, t.trx_query) FROM information_schema.processlist p
 				LEFT JOIN information_schema.innodb_trx t ON t.trx_mysql_thread_id = p.id WHERE p.db = ?`, dbName)

@@ -154,7 +154,7 @@ func TestReadReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	from, to := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	from, to := testenv.Now().Add(-time.Hour), testenv.Now().Add(time.Hour)
 	count := func(s *order.Service) (int, int64) {
 		t.Helper()
 		page, _, err := s.Search(ctx, order.Filter{}, "", 100)

@@ -22,7 +22,7 @@ import (
 func BenchmarkAdd(b *testing.B) {
 	ctx := context.Background()
 	r := testenv.NewRedis(b)
-	board := newBoard(b, r, "add", 1, time.Now)
+	board := newBoard(b, r, "add", 1, testenv.Now)
 	b.Run("board", func(b *testing.B) {
 		b.ReportAllocs()
 		var n atomic.Int64
@@ -59,26 +59,26 @@ func BenchmarkAddBatched(b *testing.B) {
 		members[i] = "m" + strconv.Itoa(i*7)
 	}
 	for _, shards := range []int{1, 8} {
-		board := newBoard(b, r, fmt.Sprintf("batched%d", shards), shards, time.Now)
+		board := newBoard(b, r, fmt.Sprintf("batched%d", shards), shards, testenv.Now)
 		b.Run(fmt.Sprintf("board-%dshards", shards), func(b *testing.B) {
 			b.ReportAllocs()
 			ups := make([]rank.Update, batch)
 			for i := range ups {
 				ups[i] = rank.Update{Member: members[i], Mode: rank.Increment, Value: 1}
 			}
-			start := time.Now()
+			start := testenv.Now()
 			for b.Loop() {
 				if _, err := board.Apply(ctx, ups); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "updates/s")
+			b.ReportMetric(float64(b.N*batch)/testenv.Since(start).Seconds(), "updates/s")
 		})
 	}
 	b.Run("raw-pipelined-zincrby", func(b *testing.B) {
 		b.ReportAllocs()
 		key := r.Namespace + ":rawbatch"
-		start := time.Now()
+		start := testenv.Now()
 		for b.Loop() {
 			pipe := r.Client.Pipeline()
 			for _, m := range members {
@@ -88,7 +88,7 @@ func BenchmarkAddBatched(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(b.N*batch)/time.Since(start).Seconds(), "updates/s")
+		b.ReportMetric(float64(b.N*batch)/testenv.Since(start).Seconds(), "updates/s")
 	})
 }
 
@@ -131,7 +131,7 @@ func BenchmarkRankSharded64(b *testing.B) {
 
 func populated(b *testing.B, r *testenv.Redis, name string, shards, members int) *rank.Board {
 	b.Helper()
-	board := newBoard(b, r, name, shards, time.Now)
+	board := newBoard(b, r, name, shards, testenv.Now)
 	ups := make([]rank.Update, 0, 1000)
 	for i := range members {
 		ups = append(ups, rank.Update{Member: "p" + strconv.Itoa(i), Mode: rank.Replace, Value: int64(i*7919) % 100000})

@@ -17,7 +17,9 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var epoch = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+// epoch is yesterday's midnight (UTC) on the test clock: boards live 30
+// days from it by default, so a fixed date would age every test out.
+var epoch = testenv.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -1)
 
 func newBoard(t testing.TB, r *testenv.Redis, name string, shards int, now func() time.Time) *rank.Board {
 	t.Helper()
@@ -364,7 +366,7 @@ func TestRangesRejectedNotRounded(t *testing.T) {
 func TestConcurrentAddsSumExactly(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedisCluster(t)
-	b := newBoard(t, r, "sum", 8, time.Now)
+	b := newBoard(t, r, "sum", 8, testenv.Now)
 	var wg sync.WaitGroup
 	for g := range 32 {
 		wg.Go(func() {
@@ -452,7 +454,7 @@ func TestTopCachedRefreshesOncePerWindow(t *testing.T) {
 func TestMeta(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedisCluster(t)
-	b := newBoard(t, r, "meta", 8, time.Now)
+	b := newBoard(t, r, "meta", 8, testenv.Now)
 	b.SetMeta(ctx, "p1", `{"name":"Ann"}`)
 	b.SetMeta(ctx, "p2", `{"name":"Bo"}`)
 	got, err := b.Meta(ctx, "p1", "p2", "p3")

@@ -40,7 +40,7 @@ func benchSale(b *testing.B, r *testenv.Redis, cfg Config) *Sale {
 	if err := s.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	sl, err := s.Create(ctx, Campaign{ID: "bench", SKU: "bench", Price: 1, Stock: 1 << 40, Limit: 1 << 40, Buckets: 1, Starts: time.Now().Add(-time.Minute), Ends: time.Now().Add(time.Hour)})
+	sl, err := s.Create(ctx, Campaign{ID: "bench", SKU: "bench", Price: 1, Stock: 1 << 40, Limit: 1 << 40, Buckets: 1, Starts: testenv.Now().Add(-time.Minute), Ends: testenv.Now().Add(time.Hour)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func rawBuy(sl *Sale, i int64) ([]string, []any) {
 }
 
 func decisionsPerSec(b *testing.B, start time.Time, n int) {
-	b.ReportMetric(float64(n)/time.Since(start).Seconds(), "decisions/s")
+	b.ReportMetric(float64(n)/testenv.Since(start).Seconds(), "decisions/s")
 }
 
 // BenchmarkBuy: one script call per buyer through Service.Buy, against the
@@ -67,7 +67,7 @@ func BenchmarkBuy(b *testing.B) {
 	var n atomic.Int64
 	b.Run("service", func(b *testing.B) {
 		b.ReportAllocs()
-		start := time.Now()
+		start := testenv.Now()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if _, err := sl.Buy(ctx, "u"+strconv.FormatInt(n.Add(1), 10), 1); err != nil {
@@ -80,7 +80,7 @@ func BenchmarkBuy(b *testing.B) {
 	b.Run("raw-evalsha", func(b *testing.B) {
 		b.ReportAllocs()
 		sha := buyScript.Load(ctx, r.Client).Val()
-		start := time.Now()
+		start := testenv.Now()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				keys, args := rawBuy(sl, n.Add(1))
@@ -106,7 +106,7 @@ func BenchmarkBuyBatched(b *testing.B) {
 		defer bt.Close()
 		b.ReportAllocs()
 		b.SetParallelism(256)
-		start := time.Now()
+		start := testenv.Now()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if _, err := bt.Buy(ctx, "u"+strconv.FormatInt(n.Add(1), 10), 1); err != nil {
@@ -119,7 +119,7 @@ func BenchmarkBuyBatched(b *testing.B) {
 	b.Run("raw-pipelined-evalsha", func(b *testing.B) {
 		sha := buyScript.Load(ctx, r.Client).Val()
 		b.ReportAllocs()
-		start := time.Now()
+		start := testenv.Now()
 		const depth = 128
 		for i := 0; i < b.N; i += depth {
 			pipe := r.Client.Pipeline()

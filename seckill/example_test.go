@@ -11,6 +11,7 @@ import (
 
 	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/order"
 	"github.com/casebook-dev/casebook/outbox"
 	"github.com/casebook-dev/casebook/seckill"
@@ -31,7 +32,7 @@ func Example() {
 	// The services' clock, moved by the example (atomic: they read it from
 	// their own goroutines too).
 	var now atomic.Int64
-	now.Store(time.Now().UnixNano())
+	now.Store(testenv.Now().UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
 	ids, _ := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{NodeID: 1})
 	defer ids.Close()

@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/testenv"
 )
 
 // Every key a script of one bucket takes hashes to that bucket's slot, so
 // the scripts run on Redis Cluster; the buckets of a campaign spread over
 // slots.
 func TestBucketKeysShareASlot(t *testing.T) {
-	s := &Service{space: keys.NewSpace("shop{eu}:seckill"), cfg: Config{RetryWindow: time.Second, Now: time.Now}}
+	s := &Service{space: keys.NewSpace("shop{eu}:seckill"), cfg: Config{RetryWindow: time.Second, Now: testenv.Now}}
 	sl := &Sale{s: s, c: Campaign{ID: "c1:double-11", Buckets: 8}}
 	slots := map[int]bool{}
 	for b := range sl.c.Buckets {

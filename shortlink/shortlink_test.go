@@ -23,7 +23,7 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // newClock starts at the current second (whole seconds keep expiries exact).
-func newClock() *testenv.Clock { return testenv.NewClock(time.Now().Truncate(time.Second)) }
+func newClock() *testenv.Clock { return testenv.NewClock(testenv.Now().Truncate(time.Second)) }
 
 // newService builds a Service on the harness backends, with 16 tables unless
 // cfg says otherwise (256 tables take a while to create per test).

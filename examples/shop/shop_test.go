@@ -158,7 +158,7 @@ func TestCallbacksRefused(t *testing.T) {
 	other, _ := rsa.GenerateKey(rand.Reader, 2048)
 	body := func(payNo, amount int64) []byte {
 		return fmt.Appendf(nil, `{"pay_no":%d,"gateway_txn":"T-test-%d","amount":%d,"currency":"CNY","success":true,"paid_at":%q}`,
-			payNo, payNo, amount, time.Now().UTC().Format(time.RFC3339))
+			payNo, payNo, amount, testenv.Now().UTC().Format(time.RFC3339))
 	}
 	notify := func(signer *rsa.PrivateKey, signed, sent []byte, at time.Time) int {
 		t.Helper()
@@ -184,10 +184,10 @@ func TestCallbacksRefused(t *testing.T) {
 		at           time.Time
 		want         int
 	}{
-		{"another key", other, good, good, time.Now(), http.StatusUnauthorized},
-		{"amount tampered after signing", key, good, body(p.PayNo, 1), time.Now(), http.StatusUnauthorized},
-		{"replayed an hour later", key, good, good, time.Now().Add(-time.Hour), http.StatusUnauthorized},
-		{"unknown payment", key, body(p.PayNo+1, p.Amount), body(p.PayNo+1, p.Amount), time.Now(), http.StatusUnprocessableEntity},
+		{"another key", other, good, good, testenv.Now(), http.StatusUnauthorized},
+		{"amount tampered after signing", key, good, body(p.PayNo, 1), testenv.Now(), http.StatusUnauthorized},
+		{"replayed an hour later", key, good, good, testenv.Now().Add(-time.Hour), http.StatusUnauthorized},
+		{"unknown payment", key, body(p.PayNo+1, p.Amount), body(p.PayNo+1, p.Amount), testenv.Now(), http.StatusUnprocessableEntity},
 	} {
 		if got := notify(c.signer, c.signed, c.sent, c.at); got != c.want {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
@@ -202,7 +202,7 @@ func TestCallbacksRefused(t *testing.T) {
 		t.Fatalf("refunds after the refused callbacks: %+v, %v", rs, err)
 	}
 	for range 2 { // the real one, delivered twice
-		if got := notify(key, good, good, time.Now()); got != http.StatusOK {
+		if got := notify(key, good, good, testenv.Now()); got != http.StatusOK {
 			t.Fatalf("the channel's callback: %d", got)
 		}
 	}

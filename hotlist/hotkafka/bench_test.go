@@ -36,9 +36,9 @@ func BenchmarkIngest(b *testing.B) {
 	defer pub.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
 	zipf := rand.NewZipf(rng, 1.1, 1, 5_000_000-1)
-	now := time.Now()
+	now := testenv.Now()
 	var msgs int64
-	start := time.Now()
+	start := testenv.Now()
 	for sent := 0; sent < events; sent += 100_000 {
 		batch := make([]hotlist.Event, 100_000)
 		for i := range batch {
@@ -53,7 +53,7 @@ func BenchmarkIngest(b *testing.B) {
 		}
 		msgs += int64(len(out))
 	}
-	b.Logf("produced %d events in %d messages in %v", events, msgs, time.Since(start).Round(time.Millisecond))
+	b.Logf("produced %d events in %d messages in %v", events, msgs, testenv.Since(start).Round(time.Millisecond))
 
 	run := 0
 	b.Run("raw-consume", func(b *testing.B) {

@@ -43,7 +43,7 @@ func (s *stream) produce(n int) {
 	zipf := rand.NewZipf(s.rng, 1.2, 1, 299)
 	events := make([]hotlist.Event, n)
 	for i := range events {
-		events[i] = hotlist.Event{Item: "i" + strconv.FormatUint(zipf.Uint64(), 10), Kind: hotlist.Kind(1 + s.rng.IntN(4)), At: time.Now()}
+		events[i] = hotlist.Event{Item: "i" + strconv.FormatUint(zipf.Uint64(), 10), Kind: hotlist.Kind(1 + s.rng.IntN(4)), At: testenv.Now()}
 		s.want[events[i].Item] += weights[events[i].Kind]
 	}
 	msgs, err := hotlist.EncodeMessages(s.topic, partitions, 20, events)
@@ -108,7 +108,7 @@ func caughtUp(t *testing.T, l *hotlist.List, brokers []string, topic string) {
 	}
 	defer client.Close()
 	agg, _ := hotlist.NewAggregator(l, hotlist.AggregatorConfig{})
-	deadline := time.Now().Add(time.Minute)
+	deadline := testenv.Now().Add(time.Minute)
 	for p := range int32(partitions) {
 		next, err := client.GetOffset(topic, p, sarama.OffsetNewest)
 		if err != nil {
@@ -122,7 +122,7 @@ func caughtUp(t *testing.T, l *hotlist.List, brokers []string, topic string) {
 			if c.Applied() == next-1 {
 				break
 			}
-			if time.Now().After(deadline) {
+			if testenv.Now().After(deadline) {
 				t.Fatalf("partition %d: applied %d, last offset %d", p, c.Applied(), next-1)
 			}
 			time.Sleep(20 * time.Millisecond)
@@ -281,7 +281,7 @@ func TestMalformedMessagesDoNotBlockThePartition(t *testing.T) {
 	}
 	pub, _ := kafka.Dial(brokers, "producer-"+topic)
 	defer pub.Close()
-	good, _ := hotlist.EncodeMessages(topic, 1, 0, []hotlist.Event{{Item: "a", Kind: hotlist.Comment, At: time.Now()}})
+	good, _ := hotlist.EncodeMessages(topic, 1, 0, []hotlist.Event{{Item: "a", Kind: hotlist.Comment, At: testenv.Now()}})
 	bad := good[0]
 	bad.Value = []byte("not a batch")
 	pub.Publish(context.Background(), slices.Concat(good, []outbox.Message{bad}, good))
@@ -309,7 +309,7 @@ func TestMalformedMessagesDoNotBlockThePartition(t *testing.T) {
 func caughtUpOne(t *testing.T, l *hotlist.List, last int64) {
 	t.Helper()
 	agg, _ := hotlist.NewAggregator(l, hotlist.AggregatorConfig{})
-	deadline := time.Now().Add(time.Minute)
+	deadline := testenv.Now().Add(time.Minute)
 	for {
 		c, err := agg.Claim(context.Background(), 0)
 		if err != nil {
@@ -318,7 +318,7 @@ func caughtUpOne(t *testing.T, l *hotlist.List, last int64) {
 		if c.Applied() == last {
 			return
 		}
-		if time.Now().After(deadline) {
+		if testenv.Now().After(deadline) {
 			t.Fatalf("applied %d, want %d", c.Applied(), last)
 		}
 		time.Sleep(20 * time.Millisecond)

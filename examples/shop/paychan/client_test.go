@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/casebook-dev/casebook/examples/shop/paychan"
+	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/order"
 )
 
@@ -103,7 +104,7 @@ func TestQuery(t *testing.T) {
 		"forged signature":     replay(t, v, resigned),
 		"unsigned":             replay(t, v, recorded{200, http.Header{}, answer.body}),
 		"another key":          paychan.NewClient(ch.URL(), order.RSAVerifier{Key: &other.PublicKey}, nil),
-		"stale timestamp":      paychan.NewClient(ch.URL(), order.RSAVerifier{Key: ch.PublicKey(), Now: func() time.Time { return time.Now().Add(time.Hour) }}, nil),
+		"stale timestamp":      paychan.NewClient(ch.URL(), order.RSAVerifier{Key: ch.PublicKey(), Now: func() time.Time { return testenv.Now().Add(time.Hour) }}, nil),
 		"answer about pay 7":   replay(t, v, answer),
 		"not found, of pay 99": replay(t, v, record(t, ch.URL()+"/query?pay_no=99")),
 	} {
@@ -118,7 +119,7 @@ func TestQuery(t *testing.T) {
 }
 
 func TestStatement(t *testing.T) {
-	t0 := time.Now().UTC().Truncate(time.Second)
+	t0 := testenv.Now().UTC().Truncate(time.Second)
 	clk := &clock{t: t0}
 	sh, notify := newShop(t, ok)
 	sh.verifier.Now = clk.Now

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/casebook-dev/casebook/examples/shop/paychan"
+	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/order"
 )
 
@@ -31,8 +32,8 @@ func TestCloseStopsEveryGoroutine(t *testing.T) {
 	cl := ch.Client()
 	payAll(t, cl, 50, 4)
 	// Every callback fails twice, then waits an hour for its last retry.
-	for deadline := time.Now().Add(10 * time.Second); ch.Stats().Sent < 100; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
+	for deadline := testenv.Now().Add(10 * time.Second); ch.Stats().Sent < 100; time.Sleep(time.Millisecond) {
+		if testenv.Now().After(deadline) {
 			t.Fatalf("callbacks not sent: %+v", ch.Stats())
 		}
 	}
@@ -54,8 +55,8 @@ func TestCloseStopsEveryGoroutine(t *testing.T) {
 	cl.CloseIdleConnections()
 
 	// Connections end asynchronously once closed: give them a moment.
-	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	for deadline := testenv.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
+		if testenv.Now().After(deadline) {
 			var dump strings.Builder
 			pprof.Lookup("goroutine").WriteTo(&dump, 1)
 			t.Fatalf("%d goroutines before, %d after Close:\n%s", before, runtime.NumGoroutine(), dump.String())

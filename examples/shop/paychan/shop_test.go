@@ -38,7 +38,7 @@ func TestOrderService(t *testing.T) {
 	ch := start(t, paychan.Config{NotifyURL: notify.URL + "/pay/notify", DropRate: 0.25, DupRate: 0.25, Jitter: 5 * time.Millisecond, Seed: 4, Retries: retries})
 	cl := ch.Client()
 
-	from := time.Now()
+	from := testenv.Now()
 	var orders []int64
 	for i := range n {
 		o, err := svc.Create(ctx, order.NewOrder{User: "u" + strconv.Itoa(i), RequestID: "checkout", Lines: []order.Line{{SKU: "phone", Qty: 1}}})
@@ -55,7 +55,7 @@ func TestOrderService(t *testing.T) {
 		orders = append(orders, o.ID)
 	}
 	wait(t, ch)
-	to := time.Now().Add(time.Second)
+	to := testenv.Now().Add(time.Second)
 	st := ch.Stats()
 	t.Logf("%+v", st)
 	if st.Dropped == 0 || st.Duplicated == 0 || st.Dropped+st.Acknowledged != n || st.Refused+st.Abandoned != 0 {
