@@ -25,7 +25,7 @@ func TestServerCutsSlowLoris(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slow.Close()
-	start := time.Now()
+	start := time.Now() // wall clock: an elapsed time; devstack's own tests cannot import testenv
 	cut := make(chan time.Duration, 1)
 	go func() {
 		slow.Write([]byte("GET / HTTP/1.1\r\n"))
@@ -34,15 +34,15 @@ func TestServerCutsSlowLoris(t *testing.T) {
 			if _, err := slow.Write([]byte("X-Slow: 1\r\n")); err != nil {
 				break
 			}
-			slow.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			slow.SetReadDeadline(time.Now().Add(100 * time.Millisecond)) // wall clock: a socket deadline
 			if _, err := slow.Read(buf); err != nil && !isTimeout(err) {
 				break // the server closed the connection
 			}
-			if time.Since(start) > 5*time.Second {
+			if time.Since(start) > 5*time.Second { // wall clock: an elapsed time
 				break
 			}
 		}
-		cut <- time.Since(start)
+		cut <- time.Since(start) // wall clock: an elapsed time
 	}()
 	res, err := http.Get("http://" + ln.Addr().String() + "/")
 	if err != nil {

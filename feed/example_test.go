@@ -49,7 +49,7 @@ func Example() {
 	// The service's clock, moved by the example; atomic because the service
 	// reads it from background goroutines too (the registry's refresh).
 	var now atomic.Int64
-	now.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano())
+	now.Store(time.Now().UnixNano())
 	s, _ := feed.New(r.Client, []*sqlx.DB{db.DB}, feed.Config{Namespace: ns, TablesPerDB: 2, Now: func() time.Time { return time.Unix(0, now.Load()).UTC() }})
 	defer s.Close()
 	s.Migrate(ctx)

@@ -29,7 +29,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, r *testenv.Redis, cfg feed.Config) *fixture {
 	t.Helper()
-	clk := testenv.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	clk := testenv.NewClock(testenv.Now().UTC().Truncate(time.Hour))
 	cfg.Namespace, cfg.Now, cfg.TablesPerDB = r.Namespace, clk.Now, 2
 	cfg.RegistryRefresh = time.Millisecond
 	s, err := feed.New(r.Client, testenv.NewSQLs(t, 2), cfg)

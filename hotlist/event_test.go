@@ -11,9 +11,10 @@ import (
 	"time"
 
 	"github.com/casebook-dev/casebook/hotlist"
+	"github.com/casebook-dev/casebook/internal/testenv"
 )
 
-var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+var t0 = testenv.Now().UTC().Truncate(time.Hour)
 
 func randomEvents(rng *rand.Rand, n int) []hotlist.Event {
 	events := make([]hotlist.Event, n)

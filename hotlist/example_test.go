@@ -30,7 +30,7 @@ func Example() {
 	// The services' clock, moved by the example (atomic: they read it from
 	// their own goroutines too).
 	var now atomic.Int64
-	now.Store(time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC).UnixNano())
+	now.Store(time.Now().Truncate(time.Hour).UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
 	list, err := hotlist.New(r.Client, hotlist.Config{Name: "weibo", Namespace: ns, Partitions: 4, Now: clock})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/testenv"
 )
 
 // Every key one script call touches — a flush with slots and like sets, a
@@ -15,7 +16,7 @@ import (
 func TestScriptKeysShareTheirPartitionSlot(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
 	defer c.Close()
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	now := testenv.Now().UTC().Truncate(time.Hour)
 	for _, model := range []Model{Decay, Window} {
 		l, err := New(c, Config{Name: "n{a}me", Namespace: "ns{x}", Partitions: 64, Model: model, DedupLikes: true, Now: func() time.Time { return now }})
 		if err != nil {

@@ -353,7 +353,7 @@ func (s *stepSource) Lease(_ context.Context, _ string, step int64) (int64, erro
 // (down to Step), unchanged in between.
 func TestSegmentDynamicStep(t *testing.T) {
 	ctx := context.Background()
-	clk := testenv.NewClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	clk := testenv.NewClock(testenv.Now().UTC().Truncate(24 * time.Hour))
 	src := &stepSource{}
 	seg, err := idgen.NewSegment(ctx, src, idgen.SegmentConfig{Tag: "t", Step: 10, MaxStep: 40, LeaseTarget: 15 * time.Minute, Now: clk.Now})
 	if err != nil {

@@ -39,7 +39,7 @@ func Example() {
 	// The services' clock, moved by the example (atomic: they read it from
 	// their own goroutines too).
 	var now atomic.Int64
-	now.Store(time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC).UnixNano())
+	now.Store(time.Now().UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
 	svc, _ := order.New(r.Client, dbs, order.Config{Namespace: ns, TablesPerDB: 2, Now: clock})
 	defer svc.Close()

@@ -17,7 +17,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var start = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+var start = testenv.Now().UTC().Truncate(time.Hour)
 
 type fixture struct {
 	t   testing.TB

@@ -392,7 +392,7 @@ func TestRSAVerifier(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, _ := rsa.GenerateKey(crand.Reader, 2048)
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	now := testenv.Now().UTC().Truncate(time.Second)
 	v := order.RSAVerifier{Key: &key.PublicKey, Now: func() time.Time { return now }}
 	body := []byte(`{"pay_no":1}`)
 	header := func(k *rsa.PrivateKey, b []byte, at time.Time) http.Header {

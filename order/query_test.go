@@ -26,13 +26,16 @@ func TestSearchAndDailyStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 7–9 March 2026 in Los Angeles; clocks spring forward on the 8th.
+	// Three local days in Los Angeles around this year's spring forward:
+	// the day before, the 23-hour day, the day after.
 	type made struct {
 		o    order.Order
 		paid bool
 	}
 	var all []made
-	day0 := time.Date(2026, 3, 7, 0, 0, 0, 0, la)
+	dst := springForward(testenv.Now().Year(), la)
+	day0 := time.Date(dst.Year(), dst.Month(), dst.Day()-1, 0, 0, 0, 0, la)
+	localDay := func(n int) time.Time { return time.Date(day0.Year(), day0.Month(), day0.Day()+n, 0, 0, 0, 0, la) }
 	for i := range 30 {
 		f.clk.Set(day0.Add(time.Duration(i) * 2 * time.Hour)) // 0:00, 2:00, … across three local days
 		o := f.create(fmt.Sprint("buyer", i%7), fmt.Sprint("req", i), order.Line{SKU: "pen", Qty: int64(1 + i%3)})
@@ -42,7 +45,7 @@ func TestSearchAndDailyStats(t *testing.T) {
 		}
 		all = append(all, made{o, paid})
 	}
-	from, to := day0, time.Date(2026, 3, 10, 0, 0, 0, 0, la)
+	from, to := day0, localDay(3)
 
 	// Daily and Stats against the model.
 	days, err := f.s.Daily(ctx, from, to, la)
@@ -50,7 +53,7 @@ func TestSearchAndDailyStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(days) != 3 || days[1].Day.Sub(days[0].Day) != 24*time.Hour || days[2].Day.Sub(days[1].Day) != 23*time.Hour {
-		t.Fatalf("days %+v; want 7, 8 (23 h, DST) and 9 March", days)
+		t.Fatalf("days %+v; want %s, %s (23 h, DST) and %s", days, day0.Format("Jan 2"), localDay(1).Format("Jan 2"), localDay(2).Format("Jan 2"))
 	}
 	var total order.DayStats
 	for _, d := range days {
@@ -76,8 +79,8 @@ func TestSearchAndDailyStats(t *testing.T) {
 		t.Errorf("Stats %+v (%v), want the days' sum %+v", st, err, total)
 	}
 
-	// Search: paid orders of the 8th, three at a time, newest first.
-	winFrom, winTo := time.Date(2026, 3, 8, 0, 0, 0, 0, la), time.Date(2026, 3, 9, 0, 0, 0, 0, la)
+	// Search: paid orders of the DST day, three at a time, newest first.
+	winFrom, winTo := localDay(1), localDay(2)
 	var want []int64
 	for i := len(all) - 1; i >= 0; i-- {
 		m := all[i]
@@ -125,7 +128,7 @@ func TestReadReplicas(t *testing.T) {
 	primaries, empty := testenv.NewSQLs(t, 2), testenv.NewSQLs(t, 2)
 	open := func(replicas []*sqlx.DB) *order.Service {
 		t.Helper()
-		s, err := order.New(r.Client, primaries, order.Config{Namespace: r.Namespace, TablesPerDB: 2, ReadReplicas: replicas})
+		s, err := order.New(r.Client, primaries, order.Config{Namespace: r.Namespace, TablesPerDB: 2, ReadReplicas: replicas, Now: testenv.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,4 +182,19 @@ func TestReadReplicas(t *testing.T) {
 	if _, err := order.New(r.Client, primaries, order.Config{ReadReplicas: empty[:1]}); !errors.Is(err, order.ErrConfig) {
 		t.Fatalf("one replica for two databases: %v, want ErrConfig", err)
 	}
+}
+
+// springForward returns the first instant of year at which loc's offset
+// grows (the start of daylight saving time), to the hour.
+func springForward(year int, loc *time.Location) time.Time {
+	at := time.Date(year, 1, 1, 0, 0, 0, 0, loc)
+	_, off := at.Zone()
+	for at.Year() == year {
+		next := at.Add(time.Hour)
+		if _, o := next.Zone(); o > off {
+			return next
+		}
+		at = next
+	}
+	panic(fmt.Sprintf("%s has no daylight saving time in %d", loc, year))
 }

@@ -22,7 +22,7 @@ func Example() {
 	ns := "example:" + devstack.RandomHex(4)
 	defer devstack.DeleteKeys(ctx, r.Client, ns+"*")
 
-	now := time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC)
+	now := time.Now()
 	clock := func() time.Time { now = now.Add(time.Second); return now } // each write a second later
 	board, err := rank.New(r.Client, rank.Config{Name: "arena", Namespace: ns, Shards: 4, Epoch: now.Add(-time.Hour), Now: clock})
 	if err != nil {

@@ -471,14 +471,28 @@ func TestPeriodicBoards(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
 	shanghai, _ := time.LoadLocation("Asia/Shanghai")
-	// 2027-11-28 23:30 in Shanghai is a Sunday, 15:30 UTC. (In the future:
-	// Redis expires keys on its own clock.)
-	clk := testenv.NewClock(time.Date(2027, 11, 28, 23, 30, 0, 0, shanghai))
+	// 23:30 in Shanghai on a Sunday in the middle of next November (15:30
+	// UTC), so that the next hour is a Monday of the same month. (In the
+	// future: Redis expires keys on its own clock.)
+	sunday := time.Date(testenv.Now().Year()+1, time.November, 14, 23, 30, 0, 0, shanghai)
+	for sunday.Weekday() != time.Sunday {
+		sunday = sunday.AddDate(0, 0, 1)
+	}
+	monday := sunday.Add(time.Hour)
+	week := func(t time.Time) string { y, w := t.ISOWeek(); return fmt.Sprintf("%d-W%02d", y, w) }
+	clk := testenv.NewClock(sunday)
 	for _, c := range []struct {
 		period    rank.Period
 		label     string
 		nextLabel string
-	}{{rank.Daily, "2027-11-28", "2027-11-29"}, {rank.Weekly, "2027-W47", "2027-W48"}, {rank.Monthly, "2027-11", "2027-11"}} {
+	}{
+		{rank.Daily, sunday.Format(time.DateOnly), monday.Format(time.DateOnly)},
+		{rank.Weekly, week(sunday), week(monday)},
+		{rank.Monthly, sunday.Format("2006-01"), monday.Format("2006-01")},
+	} {
+		if c.label == c.nextLabel && c.period != rank.Monthly {
+			t.Fatalf("%v: %s and %s share a label", c.period, sunday, monday)
+		}
 		p, err := rank.NewPeriodic(r.Client, rank.PeriodicConfig{
 			Board:  rank.Config{Name: "g", Namespace: r.Namespace, Now: clk.Now},
 			Period: c.period, Location: shanghai, Retention: time.Hour,
@@ -515,7 +529,7 @@ func TestPeriodicBoards(t *testing.T) {
 		t.Fatalf("write after the day ended: %v", err)
 	}
 	exp := r.Client.PExpireTime(ctx, b.Keys()[0]).Val()
-	if want := time.Date(2027, 11, 29, 1, 0, 0, 0, shanghai); time.UnixMilli(int64(exp/time.Millisecond)).Sub(want).Abs() > time.Second {
+	if want := time.Date(monday.Year(), monday.Month(), monday.Day(), 1, 0, 0, 0, shanghai); time.UnixMilli(int64(exp/time.Millisecond)).Sub(want).Abs() > time.Second {
 		t.Fatalf("expires at %v, want %v", time.UnixMilli(int64(exp/time.Millisecond)), want)
 	}
 }
@@ -636,9 +650,10 @@ func TestPeriodsStartAtTheFirstInstantOfTheirDate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Every half hour of 2026, plus the instants just around each
-			// local midnight.
-			for at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC); at.Year() == 2026; at = at.Add(30 * time.Minute) {
+			// Every half hour of this year, plus the instants just around
+			// each local midnight.
+			year := testenv.Now().Year()
+			for at := time.Date(year, 1, 1, 0, 0, 0, 0, time.UTC); at.Year() == year; at = at.Add(30 * time.Minute) {
 				clk.Set(at)
 				b, err := p.Current()
 				if err != nil {

@@ -27,7 +27,7 @@ func Example() {
 	// The services' clock, moved by the example (atomic: they read it from
 	// their own goroutines too).
 	var now atomic.Int64
-	now.Store(time.Date(2026, 2, 17, 0, 0, 0, 0, time.UTC).UnixNano()) // Spring Festival
+	now.Store(time.Now().UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
 	svc, _ := redpacket.New(sc.Redis, []*sqlx.DB{sc.SQL}, redpacket.Config{Namespace: sc.Namespace, Now: clock})
 	defer svc.Close()

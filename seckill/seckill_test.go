@@ -23,7 +23,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var saleStart = time.Date(2026, 11, 11, 20, 0, 0, 0, time.UTC)
+var saleStart = testenv.Now().UTC().Truncate(time.Hour)
 
 type fixture struct {
 	t      *testing.T

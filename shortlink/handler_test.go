@@ -286,6 +286,7 @@ func TestNumericInputsBounded(t *testing.T) {
 	}
 	for _, o := range []shortlink.Options{
 		{TTL: shortlink.MaxLifetime + 1}, {TTL: time.Duration(math.MaxInt64)}, {TTL: time.Microsecond},
+		// calendar: the year 9999 is past the longest lifetime from any date
 		{ExpiresAt: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}, {ExpiresAt: clk.Now()},
 		{MaxVisits: shortlink.MaxVisitLimit + 1},
 	} {

@@ -87,7 +87,7 @@ func conformance(t *testing.T, r *testenv.Redis, ledgerDB, direct *sqlx.DB, faul
 		}
 	}
 	const users, days = 12, 8
-	first := day(2026, 11, 28)
+	first := day(y0, 11, 28)
 	for d := range days {
 		clk.Set(noon(first).AddDate(0, 0, d))
 		var signing sync.WaitGroup
@@ -104,7 +104,7 @@ func conformance(t *testing.T, r *testenv.Redis, ledgerDB, direct *sqlx.DB, faul
 	if n, err := relay.Pending(ctx); err != nil || n != 0 {
 		t.Fatalf("%d reward tasks pending after healing: %v", n, err)
 	}
-	last := day(2026, 12, 5)
+	last := day(y0, 12, 5)
 	for u := range users {
 		user := fmt.Sprint("u", u)
 		hist, err := s.History(ctx, user, first, last)

@@ -25,12 +25,12 @@ func Example() {
 	ledger, _ := signin.NewLedger(sc.SQL)
 	ledger.Migrate(ctx)
 
-	day := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
-	for i := range 3 {
-		res, _ := svc.Sign(ctx, "ann", day.AddDate(0, 0, i))
-		fmt.Printf("%s: streak %d, +%d points\n", res.Date, res.Streak, res.Points)
+	today := time.Now()
+	for i := range 3 { // the day before yesterday, yesterday, today
+		res, _ := svc.Sign(ctx, "ann", today.AddDate(0, 0, i-2))
+		fmt.Printf("day %d: streak %d, +%d points\n", i+1, res.Streak, res.Points)
 	}
-	again, _ := svc.Sign(ctx, "ann", day.AddDate(0, 0, 2))
+	again, _ := svc.Sign(ctx, "ann", today)
 	fmt.Println("signed twice on one day:", again.AlreadySigned)
 
 	relay := outbox.NewRelay(sc.Redis, svc.Outboxes(), "rewards", outbox.Direct(ledger.Handle))
@@ -39,9 +39,9 @@ func Example() {
 	points, _ := ledger.Balance(ctx, "ann")
 	fmt.Println("ann's points:", points)
 	// Output:
-	// 2026-11-28: streak 1, +10 points
-	// 2026-11-29: streak 2, +10 points
-	// 2026-11-30: streak 3, +110 points
+	// day 1: streak 1, +10 points
+	// day 2: streak 2, +10 points
+	// day 3: streak 3, +110 points
 	// signed twice on one day: true
 	// ann's points: 130
 }

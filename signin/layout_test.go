@@ -16,8 +16,8 @@ import (
 	"github.com/casebook-dev/casebook/signin"
 )
 
-// The same sign-ins and make-ups, from December 2026 into the leap year
-// 2028, give the same results on both layouts — every Result, error, status,
+// The same sign-ins and make-ups, from December of y0 into the leap year
+// y0+2, give the same results on both layouts — every Result, error, status,
 // streak, history and month count — and a Bitmaps backup restored into a
 // Packed namespace reads back the same days.
 func TestLayoutsAgree(t *testing.T) {
@@ -45,7 +45,7 @@ func TestLayoutsAgree(t *testing.T) {
 			both("cards", func(s *signin.Service) any { return s.AddCards(ctx, u, 100) })
 		}
 		rng := rand.New(rand.NewPCG(1, 2))
-		first, last := day(2026, 12, 20), day(2028, 1, 10)
+		first, last := day(y0, 12, 20), day(y0+2, 1, 10)
 		for d := first; !last.Before(d); d = d.AddDays(1) {
 			clk.Set(noon(d))
 			for _, u := range users {
@@ -63,7 +63,7 @@ func TestLayoutsAgree(t *testing.T) {
 		for _, u := range users {
 			both("history "+u, func(s *signin.Service) any { return fmt.Sprint(s.History(ctx, u, first, last)) })
 			for m := time.January; m <= time.December; m++ {
-				both(fmt.Sprint("month count ", u, m), func(s *signin.Service) any { return fmt.Sprint(s.MonthCount(ctx, u, 2027, m)) })
+				both(fmt.Sprint("month count ", u, m), func(s *signin.Service) any { return fmt.Sprint(s.MonthCount(ctx, u, y0+1, m)) })
 			}
 		}
 		if st, _ := services[signin.Packed].Streak(ctx, "steady", clk.Now()); st != daysFrom(first, last) {
@@ -77,17 +77,17 @@ func TestLayoutsAgree(t *testing.T) {
 			t.Fatal(err)
 		}
 		for m := time.January; m <= time.December; m++ {
-			saved, err := services[signin.Bitmaps].Backup(ctx, db, 2027, m)
+			saved, err := services[signin.Bitmaps].Backup(ctx, db, y0+1, m)
 			if err != nil || saved != len(users) {
 				t.Fatalf("backup of %s saved %d users: %v", m, saved, err)
 			}
-			if restored, err := moved.Restore(ctx, db, 2027, m); err != nil || restored != saved {
+			if restored, err := moved.Restore(ctx, db, y0+1, m); err != nil || restored != saved {
 				t.Fatalf("restore of %s: %d users, %v", m, restored, err)
 			}
 		}
 		for _, u := range users {
-			want, _ := services[signin.Bitmaps].History(ctx, u, day(2027, 1, 1), day(2027, 12, 31))
-			got, err := moved.History(ctx, u, day(2027, 1, 1), day(2027, 12, 31))
+			want, _ := services[signin.Bitmaps].History(ctx, u, day(y0+1, 1, 1), day(y0+1, 12, 31))
+			got, err := moved.History(ctx, u, day(y0+1, 1, 1), day(y0+1, 12, 31))
 			if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("%s after migration: %v (%v), want %v", u, got, err, want)
 			}
@@ -112,7 +112,7 @@ func TestLayoutMismatchRefused(t *testing.T) {
 			ctx := context.Background()
 			r := testenv.NewRedis(t)
 			clk := &testenv.Clock{}
-			clk.Set(noon(day(2026, 11, 30)))
+			clk.Set(noon(day(y0, 11, 30)))
 			owner := newService(t, r, clk, signin.Config{Buckets: 1, Layout: first})
 			if _, err := owner.Sign(ctx, "ann", clk.Now()); err != nil {
 				t.Fatal(err)
@@ -121,7 +121,7 @@ func TestLayoutMismatchRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, db := newLedger(t)
-			if _, err := owner.Backup(ctx, db, 2026, time.November); err != nil {
+			if _, err := owner.Backup(ctx, db, y0, time.November); err != nil {
 				t.Fatal(err)
 			}
 			others := []signin.Config{{Buckets: 1, Layout: signin.Bitmaps}, {Buckets: 1, Layout: signin.Packed, Users: 1000}, {Buckets: 1, Layout: signin.Packed, Users: 100000}}
@@ -133,13 +133,13 @@ func TestLayoutMismatchRefused(t *testing.T) {
 				before, _ := r.Client.Keys(ctx, r.Namespace+"*").Result()
 				calls := map[string]error{}
 				_, calls["Sign"] = s.Sign(ctx, "bo", clk.Now())
-				_, calls["MakeUp"] = s.MakeUp(ctx, "ann", day(2026, 11, 29))
-				_, calls["Status"] = s.Status(ctx, "ann", day(2026, 11, 30))
-				_, calls["History"] = s.History(ctx, "ann", day(2026, 11, 1), day(2026, 11, 30))
+				_, calls["MakeUp"] = s.MakeUp(ctx, "ann", day(y0, 11, 29))
+				_, calls["Status"] = s.Status(ctx, "ann", day(y0, 11, 30))
+				_, calls["History"] = s.History(ctx, "ann", day(y0, 11, 1), day(y0, 11, 30))
 				_, calls["Streak"] = s.Streak(ctx, "ann", clk.Now())
-				_, calls["MonthCount"] = s.MonthCount(ctx, "ann", 2026, time.November)
-				_, calls["Backup"] = s.Backup(ctx, db, 2026, time.November)
-				_, calls["Restore"] = s.Restore(ctx, db, 2026, time.November)
+				_, calls["MonthCount"] = s.MonthCount(ctx, "ann", y0, time.November)
+				_, calls["Backup"] = s.Backup(ctx, db, y0, time.November)
+				_, calls["Restore"] = s.Restore(ctx, db, y0, time.November)
 				for call, err := range calls {
 					if !errors.Is(err, signin.ErrLayout) {
 						t.Errorf("%v Users %d on %v data: %s: %v, want ErrLayout", cfg.Layout, cfg.Users, first, call, err)
@@ -150,7 +150,7 @@ func TestLayoutMismatchRefused(t *testing.T) {
 					t.Fatalf("refused calls changed the keys %v → %v", before, after)
 				}
 			}
-			if ok, err := owner.Status(ctx, "ann", day(2026, 11, 30)); !ok || err != nil {
+			if ok, err := owner.Status(ctx, "ann", day(y0, 11, 30)); !ok || err != nil {
 				t.Fatalf("the owner's data after refused calls: %v %v", ok, err)
 			}
 		})
@@ -165,7 +165,7 @@ func TestRetriedSignAppliedOnce(t *testing.T) {
 		ctx := context.Background()
 		r, proxy := testenv.NewFaultyRedis(t)
 		clk := &testenv.Clock{}
-		clk.Set(noon(day(2026, 11, 30)))
+		clk.Set(noon(day(y0, 11, 30)))
 		s := newService(t, r, clk, signin.Config{Buckets: 2, Layout: l})
 		if _, err := s.Sign(ctx, "warm", clk.Now()); err != nil { // loads the script
 			t.Fatal(err)
@@ -181,16 +181,16 @@ func TestRetriedSignAppliedOnce(t *testing.T) {
 			t.Fatalf("retried sign: %+v", res)
 		}
 		proxy.DropReplies(1)
-		if _, err := s.MakeUp(ctx, "ann", day(2026, 11, 29)); !errors.Is(err, signin.ErrAlreadySigned) || proxy.Cuts() != 2 {
+		if _, err := s.MakeUp(ctx, "ann", day(y0, 11, 29)); !errors.Is(err, signin.ErrAlreadySigned) || proxy.Cuts() != 2 {
 			t.Fatalf("make-up with a lost reply: %v, %d cuts; want the retry to find the day made up", err, proxy.Cuts())
 		}
 		if entries := outboxEntries(t, r, s); entries != 3 {
 			t.Fatalf("%d reward tasks, want 3 (warm, ann's day, ann's made-up day)", entries)
 		}
-		if _, err := s.MakeUp(ctx, "ann", day(2026, 11, 28)); !errors.Is(err, signin.ErrNoCard) {
+		if _, err := s.MakeUp(ctx, "ann", day(y0, 11, 28)); !errors.Is(err, signin.ErrNoCard) {
 			t.Fatalf("the one card was spent twice or not at all: %v", err)
 		}
-		clk.Set(noon(day(2026, 12, 1)))
+		clk.Set(noon(day(y0, 12, 1)))
 		if res, err := s.Sign(ctx, "ann", clk.Now()); err != nil || res.Streak != 3 || res.Points != 10 {
 			t.Fatalf("next day: %+v, %v; want streak 3", res, err)
 		}
@@ -210,7 +210,7 @@ func outboxEntries(t testing.TB, r *testenv.Redis, s *signin.Service) int64 {
 	return n
 }
 
-// 1,000 users signed into 2028 (a leap year) through 31 December cost at
+// 1,000 users signed into a leap year (y0+2) through 31 December cost at
 // most 64 bytes per user-year in the Packed layout, by Redis' own MEMORY
 // USAGE of every key left once the relay has drained the outboxes. A packed
 // user-year costs its field's length, set by its last day, not by how many
@@ -224,7 +224,7 @@ func TestPackedMemory(t *testing.T) {
 	}
 	s := newService(t, r, &testenv.Clock{}, signin.Config{Buckets: 8, Layout: signin.Packed, Users: 1000})
 	users := numberedUsers(1000)
-	signYear(t, s, users, 2028, 28)
+	signYear(t, s, users, y0+2, 28)
 	perUser, encodings := bytesPerUserYear(t, r, r.Namespace, s, len(users))
 	t.Logf("packed: %.1f bytes per user-year; encodings %v", perUser, encodings)
 	if perUser > 64 {

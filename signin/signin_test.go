@@ -131,6 +131,15 @@ func (p *pipeline) consume(ctx context.Context, l *signin.Ledger, n int64) int64
 	return c.Poisoned()
 }
 
+// y0 is the year the tests' dates fall in: the first year from the test
+// clock's on that is 2026 modulo 4, so that y0+2 is a leap year, as the
+// dates were written (2026–2028). Never a past year: a user-year's key
+// expires on its own clock at the start of its third year after (expiry).
+var y0 = func() int {
+	y := testenv.Now().Year()
+	return y + ((2026-y)%4+4)%4
+}()
+
 func day(y int, m time.Month, d int) signin.Date { return signin.Date{Year: y, Month: m, Day: d} }
 
 // noon is midday UTC of d, comfortably inside the day in UTC.
@@ -143,7 +152,7 @@ func TestConcurrentSignsGrantOnce(t *testing.T) {
 		testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
 			ctx := context.Background()
 			clk := &testenv.Clock{}
-			clk.Set(noon(day(2026, 11, 30)))
+			clk.Set(noon(day(y0, 11, 30)))
 			s := newService(t, r, clk, signin.Config{Buckets: 16, Layout: l})
 			ledger, _ := newLedger(t)
 			var fresh, repeat atomic.Int64
@@ -192,7 +201,7 @@ func TestStreakAcrossYearEnd(t *testing.T) {
 		clk := &testenv.Clock{}
 		s := newService(t, r, clk, signin.Config{Layout: l})
 		ledger, _ := newLedger(t)
-		start := day(2026, 12, 17)
+		start := day(y0, 12, 17)
 		var total int64
 		for i := 1; i <= 30; i++ {
 			d := start.AddDays(i - 1)
@@ -249,14 +258,14 @@ func TestTimeZoneEdges(t *testing.T) {
 		clk := &testenv.Clock{}
 		s := newService(t, r, clk, signin.Config{Layout: l, UserLocation: func(u string) *time.Location { return zones[u] }})
 		for user, loc := range zones {
-			late := time.Date(2026, 11, 29, 23, 30, 0, 0, loc)
-			early := time.Date(2026, 11, 30, 0, 30, 0, 0, loc)
+			late := time.Date(y0, 11, 29, 23, 30, 0, 0, loc)
+			early := time.Date(y0, 11, 30, 0, 30, 0, 0, loc)
 			a, err1 := s.Sign(ctx, user, late)
 			b, err2 := s.Sign(ctx, user, early)
 			if err1 != nil || err2 != nil || a.AlreadySigned || b.AlreadySigned || b.Streak != 2 {
 				t.Fatalf("%s: %+v %v / %+v %v", user, a, err1, b, err2)
 			}
-			if a.Date != day(2026, 11, 29) || b.Date != day(2026, 11, 30) {
+			if a.Date != day(y0, 11, 29) || b.Date != day(y0, 11, 30) {
 				t.Fatalf("%s: local days %s and %s", user, a.Date, b.Date)
 			}
 			// Another sign-in an hour later is the same local day.
@@ -265,8 +274,8 @@ func TestTimeZoneEdges(t *testing.T) {
 			}
 		}
 		// The same instant is Nov 30 in Shanghai (08:30) and Nov 29 in LA.
-		at := time.Date(2026, 11, 30, 0, 30, 0, 0, time.UTC)
-		if signin.DateOf(at, shanghai) != day(2026, 11, 30) || signin.DateOf(at, la) != day(2026, 11, 29) {
+		at := time.Date(y0, 11, 30, 0, 30, 0, 0, time.UTC)
+		if signin.DateOf(at, shanghai) != day(y0, 11, 30) || signin.DateOf(at, la) != day(y0, 11, 29) {
 			t.Fatal("DateOf ignores the zone")
 		}
 		if _, err := s.Sign(ctx, "", at); !errors.Is(err, signin.ErrInvalidUser) {
@@ -285,7 +294,7 @@ func TestMakeUpBridgesGap(t *testing.T) {
 		s := newService(t, r, clk, signin.Config{Layout: l})
 		ledger, _ := newLedger(t)
 		for _, d := range []int{1, 2, 3, 5, 6, 7, 8} {
-			clk.Set(noon(day(2027, 1, d)))
+			clk.Set(noon(day(y0+1, 1, d)))
 			if _, err := s.Sign(ctx, "bo", clk.Now()); err != nil {
 				t.Fatal(err)
 			}
@@ -293,21 +302,21 @@ func TestMakeUpBridgesGap(t *testing.T) {
 		if st, _ := s.Streak(ctx, "bo", clk.Now()); st != 4 {
 			t.Fatalf("streak before make-up %d, want 4", st)
 		}
-		if _, err := s.MakeUp(ctx, "bo", day(2027, 1, 4)); !errors.Is(err, signin.ErrNoCard) {
+		if _, err := s.MakeUp(ctx, "bo", day(y0+1, 1, 4)); !errors.Is(err, signin.ErrNoCard) {
 			t.Fatalf("without a card: %v", err)
 		}
 		s.AddCards(ctx, "bo", 2)
-		res, err := s.MakeUp(ctx, "bo", day(2027, 1, 4))
+		res, err := s.MakeUp(ctx, "bo", day(y0+1, 1, 4))
 		if err != nil || res.Streak != 8 || res.Points != 110 {
 			t.Fatalf("make-up: %+v, %v; want streak 8 and 10+100 points", res, err)
 		}
 		if st, _ := s.Streak(ctx, "bo", clk.Now()); st != 8 {
 			t.Fatalf("streak after make-up %d, want 8", st)
 		}
-		if _, err := s.MakeUp(ctx, "bo", day(2027, 1, 4)); !errors.Is(err, signin.ErrAlreadySigned) {
+		if _, err := s.MakeUp(ctx, "bo", day(y0+1, 1, 4)); !errors.Is(err, signin.ErrAlreadySigned) {
 			t.Fatalf("second make-up of the day: %v", err)
 		}
-		for _, d := range []signin.Date{day(2027, 1, 8), day(2027, 1, 9), day(2026, 12, 31)} {
+		for _, d := range []signin.Date{day(y0+1, 1, 8), day(y0+1, 1, 9), day(y0, 12, 31)} {
 			if _, err := s.MakeUp(ctx, "bo", d); !errors.Is(err, signin.ErrOutsideWindow) {
 				t.Fatalf("make-up of %s: %v, want ErrOutsideWindow", d, err)
 			}
@@ -319,7 +328,7 @@ func TestMakeUpBridgesGap(t *testing.T) {
 			t.Fatalf("balance %d, want 180", bal)
 		}
 		// The card spent on the refused second make-up was not consumed.
-		if res, err := s.MakeUp(ctx, "bo", day(2027, 1, 2)); !errors.Is(err, signin.ErrAlreadySigned) {
+		if res, err := s.MakeUp(ctx, "bo", day(y0+1, 1, 2)); !errors.Is(err, signin.ErrAlreadySigned) {
 			t.Fatalf("%+v %v", res, err)
 		}
 	})
@@ -332,15 +341,15 @@ func TestMakeUpAcrossYearEnd(t *testing.T) {
 		r := testenv.NewRedis(t)
 		clk := &testenv.Clock{}
 		s := newService(t, r, clk, signin.Config{Layout: l})
-		for d := day(2026, 12, 26); d.Before(day(2027, 1, 3)); d = d.AddDays(1) {
-			if d == day(2026, 12, 31) {
+		for d := day(y0, 12, 26); d.Before(day(y0+1, 1, 3)); d = d.AddDays(1) {
+			if d == day(y0, 12, 31) {
 				continue
 			}
 			clk.Set(noon(d))
 			s.Sign(ctx, "cy", clk.Now())
 		}
 		s.AddCards(ctx, "cy", 1)
-		res, err := s.MakeUp(ctx, "cy", day(2026, 12, 31))
+		res, err := s.MakeUp(ctx, "cy", day(y0, 12, 31))
 		if err != nil || res.Streak != 8 || res.Points != 110 {
 			t.Fatalf("%+v, %v; want streak 8, bonus for 1 January (day 7)", res, err)
 		}
@@ -353,11 +362,11 @@ func TestRewardsExactlyOnce(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
 	clk := &testenv.Clock{}
-	clk.Set(noon(day(2026, 11, 30)))
+	clk.Set(noon(day(y0, 11, 30)))
 	s := newService(t, r, clk, signin.Config{Buckets: 4})
 	ledger, _ := newLedger(t)
 
-	task := signin.Task{User: "dup", Date: "2026-11-30", Kind: "daily", Points: 10}
+	task := signin.Task{User: "dup", Date: fmt.Sprintf("%d-11-30", y0), Kind: "daily", Points: 10}
 	var granted atomic.Int64
 	var wg sync.WaitGroup
 	for range 20 {
@@ -442,21 +451,21 @@ func TestBackupRestore(t *testing.T) {
 			users[i] = fmt.Sprintf("user:%d{x}", i) // awkward ids on purpose
 			for d := 1; d <= 30; d++ {
 				if rng.IntN(2) == 0 {
-					clk.Set(noon(day(2026, 11, d)))
+					clk.Set(noon(day(y0, 11, d)))
 					s.Sign(ctx, users[i], clk.Now())
 				}
 			}
 		}
-		from, to := day(2026, 11, 1), day(2026, 11, 30)
+		from, to := day(y0, 11, 1), day(y0, 11, 30)
 		before := map[string][]signin.Date{}
 		for _, u := range users {
 			before[u], _ = s.History(ctx, u, from, to)
-			n, _ := s.MonthCount(ctx, u, 2026, time.November)
+			n, _ := s.MonthCount(ctx, u, y0, time.November)
 			if n != len(before[u]) {
 				t.Fatalf("%s: MonthCount %d, History %d days", u, n, len(before[u]))
 			}
 		}
-		saved, err := s.Backup(ctx, db, 2026, time.November)
+		saved, err := s.Backup(ctx, db, y0, time.November)
 		if err != nil || saved == 0 {
 			t.Fatalf("backup saved %d: %v", saved, err)
 		}
@@ -466,7 +475,7 @@ func TestBackupRestore(t *testing.T) {
 				t.Fatalf("wipe left %d days", len(h))
 			}
 		}
-		restored, err := s.Restore(ctx, db, 2026, time.November)
+		restored, err := s.Restore(ctx, db, y0, time.November)
 		if err != nil || restored != saved {
 			t.Fatalf("restored %d of %d: %v", restored, saved, err)
 		}
@@ -487,7 +496,7 @@ func TestUserIDsEveryLayerStores(t *testing.T) {
 		ctx := context.Background()
 		r := testenv.NewRedis(t)
 		clk := &testenv.Clock{}
-		clk.Set(noon(day(2026, 3, 1)))
+		clk.Set(noon(day(y0, 3, 1)))
 		s := newService(t, r, clk, signin.Config{Layout: l})
 		long := strings.Repeat("x", 65)
 		refused := []string{"", "名字", "a b", "tab\tuser", "nul\x00", "del\x7f", string(make([]byte, 129))}
@@ -520,13 +529,13 @@ func TestPoisonRewardsDoNotBlock(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
 	clk := &testenv.Clock{}
-	clk.Set(noon(day(2026, 3, 1)))
+	clk.Set(noon(day(y0, 3, 1)))
 	s := newService(t, r, clk, signin.Config{})
 	ledger, _ := newLedger(t)
 	p := newPipeline(t, r, s, nil)
 	pub := dial(t, p.brokers)
 	good := func(u string) []byte {
-		return signin.EncodeTask(signin.Task{User: u, Date: "2026-03-01", Kind: "daily", Points: 10})
+		return signin.EncodeTask(signin.Task{User: u, Date: fmt.Sprintf("%d-03-01", y0), Kind: "daily", Points: 10})
 	}
 	values := [][]byte{
 		good("before"),
@@ -564,7 +573,7 @@ func TestBackupGlobNamespace(t *testing.T) {
 		ctx := context.Background()
 		r := testenv.NewRedis(t)
 		clk := &testenv.Clock{}
-		clk.Set(noon(day(2026, 11, 3)))
+		clk.Set(noon(day(y0, 11, 3)))
 		odd, err := signin.New(r.Client, signin.Config{Namespace: r.Namespace + `:a[b]*?\`, Now: clk.Now, Layout: l, Users: 100})
 		if err != nil {
 			t.Fatal(err)
@@ -576,7 +585,7 @@ func TestBackupGlobNamespace(t *testing.T) {
 		odd.Sign(ctx, "mine", clk.Now())
 		near.Sign(ctx, "theirs", clk.Now())
 		_, db := newLedger(t)
-		if saved, err := odd.Backup(ctx, db, 2026, time.November); err != nil || saved != 1 {
+		if saved, err := odd.Backup(ctx, db, y0, time.November); err != nil || saved != 1 {
 			t.Fatalf("backup of a glob namespace saved %d users (%v), want 1", saved, err)
 		}
 		var users []string

@@ -160,7 +160,7 @@ func TestExactlyOnceThroughKafka(t *testing.T) {
 		ctx := context.Background()
 		brokers := testenv.Kafka(t)
 		topic := testenv.Topic(t, partitions)
-		l, err := hotlist.New(r.Client, hotlist.Config{Name: "hot", Namespace: r.Namespace, Partitions: partitions, Model: hotlist.Window, Weights: weights})
+		l, err := hotlist.New(r.Client, hotlist.Config{Name: "hot", Namespace: r.Namespace, Partitions: partitions, Model: hotlist.Window, Weights: weights, Now: testenv.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -275,7 +275,7 @@ func TestMalformedMessagesDoNotBlockThePartition(t *testing.T) {
 	r := testenv.NewRedis(t)
 	brokers := testenv.Kafka(t)
 	topic := testenv.Topic(t, 1)
-	l, err := hotlist.New(r.Client, hotlist.Config{Name: "hot", Namespace: r.Namespace, Partitions: 1, Model: hotlist.Window, Weights: weights})
+	l, err := hotlist.New(r.Client, hotlist.Config{Name: "hot", Namespace: r.Namespace, Partitions: 1, Model: hotlist.Window, Weights: weights, Now: testenv.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
