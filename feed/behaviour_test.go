@@ -1,9 +1,11 @@
 package feed_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -290,4 +292,77 @@ type table struct {
 func followsTable(f *fixture, user string) table {
 	db, name := f.s.FollowsTable(user)
 	return table{db, name}
+}
+
+// With a CursorKey, cursors are authenticated: paging works as without
+// one, and a cursor changed in any byte, made for another reader, made
+// with another key or without one is ErrCursor. Without a key, a
+// well-formed cursor Timeline never made is a position.
+func TestCursorKey(t *testing.T) {
+	key := []byte("sixteen+ byte deployment secret")
+	f := newFixture(t, testenv.NewRedis(t), feed.Config{CursorKey: key})
+	f.follow("reader", "alice")
+	f.follow("other", "alice")
+	f.timeline("reader", 10)
+	f.timeline("other", 10)
+	for i := range 12 {
+		f.post("alice", "p"+strconv.Itoa(i))
+	}
+	f.fanout()
+	want := f.timeline("reader", 100)
+	var got []int64
+	var cursors []string
+	for cursor := ""; ; {
+		p, err := f.s.Timeline(f.ctx, "reader", cursor, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, post := range p.Posts {
+			got = append(got, post.ID)
+		}
+		if p.Next == "" {
+			break
+		}
+		cursor = p.Next
+		cursors = append(cursors, cursor)
+	}
+	if !slices.Equal(got, want) || len(cursors) != 2 {
+		t.Fatalf("paged %v with %d cursors, want %v with 2", got, len(cursors), want)
+	}
+	c := cursors[0]
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for i := range raw {
+		for _, bit := range []byte{0x01, 0x80} {
+			m := slices.Clone(raw)
+			m[i] ^= bit
+			refused = append(refused, base64.RawURLEncoding.EncodeToString(m))
+		}
+	}
+	refused = append(refused, c[:len(c)-1], c+"A", feed.EncodeCursor(nil, "reader", 1, 1))
+	for _, m := range refused {
+		if _, err := f.s.Timeline(f.ctx, "reader", m, 5); !errors.Is(err, feed.ErrCursor) {
+			t.Errorf("mutated cursor %q: %v, want ErrCursor", m, err)
+		}
+	}
+	if _, err := f.s.Timeline(f.ctx, "other", c, 5); !errors.Is(err, feed.ErrCursor) {
+		t.Errorf("reader's cursor read by other: %v, want ErrCursor", err)
+	}
+	if _, _, err := feed.DecodeCursor([]byte("another deployment's secret"), "reader", c); !errors.Is(err, feed.ErrCursor) {
+		t.Errorf("a cursor of another key: %v, want ErrCursor", err)
+	}
+	if _, err := feed.New(f.r.Client, testenv.NewSQLs(t, 1), feed.Config{CursorKey: []byte("short")}); !errors.Is(err, feed.ErrConfig) || !strings.Contains(err.Error(), "cursor key") {
+		t.Errorf("a 5-byte key: %v, want ErrConfig", err)
+	}
+
+	// Keyless: a well-formed position Timeline never made is read as one.
+	plain := newFixture(t, testenv.NewRedis(t), feed.Config{})
+	plain.follow("reader", "alice")
+	plain.timeline("reader", 10)
+	if _, err := plain.s.Timeline(plain.ctx, "reader", feed.EncodeCursor(nil, "reader", 1<<40, 1), 5); err != nil {
+		t.Errorf("keyless, a forged position: %v, want a page", err)
+	}
 }

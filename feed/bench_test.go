@@ -60,8 +60,9 @@ func openInboxes(b *testing.B, r *testenv.Redis, s *feed.Service, n int) []strin
 	return users
 }
 
-// BenchmarkFanout applies chunks of 500 followers (HandleChunk's path: one
-// pipeline of RPUSHX to the readers' pushed lists) and, interleaved in the same run, a raw
+// BenchmarkFanout applies chunks of 500 followers (HandleChunk's path: the
+// post read from the process cache, one pipeline of RPUSHX to the readers'
+// pushed lists) and, interleaved in the same run, a raw
 // pipelined ZADD of the same ids into as many keys; it reports both rates
 // and their ratio.
 func BenchmarkFanout(b *testing.B) {
@@ -73,22 +74,33 @@ func BenchmarkFanout(b *testing.B) {
 	for i, u := range users {
 		raw[i] = r.Namespace + ":raw:" + u
 	}
+	// Chunks of 64 real posts in turn: Push reads each chunk's post (the
+	// process cache holds them) for its score.
+	posts := make([]feed.Post, 64)
+	for i := range posts {
+		p, err := s.Publish(ctx, feed.PublishRequest{Author: "a", RequestID: strconv.Itoa(i), Body: "x"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		posts[i] = p
+	}
 	var pushT, rawT time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
 		lo := (i * 500) % len(users)
-		score := int64(1764480000000000 + i)
+		post := posts[i%len(posts)]
+		score := post.Score
 		start := testenv.Now()
 		pipe := r.Client.Pipeline()
 		for _, k := range raw[lo : lo+500] {
-			pipe.ZAdd(ctx, k, redisZ(float64(score), strconv.Itoa(i+1)))
+			pipe.ZAdd(ctx, k, redisZ(float64(score), strconv.FormatInt(post.ID, 10)))
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			b.Fatal(err)
 		}
 		mid := testenv.Now()
-		if n, err := s.Push(ctx, feed.Chunk{V: 1, Post: int64(i + 1), Author: "a", Score: score, Followers: users[lo : lo+500]}); err != nil || n != 500 {
+		if n, err := s.Push(ctx, feed.Chunk{V: 1, Post: post.ID, Author: "a", Score: score, Followers: users[lo : lo+500]}); err != nil || n != 500 {
 			b.Fatalf("pushed %d: %v", n, err)
 		}
 		pushT += testenv.Since(mid)

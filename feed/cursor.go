@@ -1,13 +1,20 @@
 package feed
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 )
 
-// cursorVersion is the first byte of every cursor.
-const cursorVersion = 1
+// Cursor versions, the first byte of every cursor: a bare position, or a
+// position with a tag (Config.CursorKey).
+const (
+	cursorVersion       = 1
+	cursorVersionTagged = 2
+	cursorTagSize       = 16 // bytes of HMAC-SHA256 kept
+)
 
 // position is a place in a timeline: the (score, id) of the last post shown.
 // Timelines are ordered by score, then by the id's decimal text, both
@@ -19,26 +26,50 @@ type position struct {
 
 var cursorEncoding = base64.RawURLEncoding.Strict()
 
-// encodeCursor makes the opaque cursor of p: base64url of a version byte,
-// the score and the id, big-endian.
-func encodeCursor(p position) string {
-	var b [17]byte
+// cursors makes and reads the cursors of one deployment: bare positions
+// without a key, tagged ones with a key.
+type cursors struct{ key []byte }
+
+// encode makes reader's opaque cursor at p: base64url of a version byte,
+// the score and the id, big-endian, then (with a key) the first 16 bytes
+// of HMAC-SHA256(key, those 17 bytes + reader).
+func (cs cursors) encode(reader string, p position) string {
+	b := make([]byte, 17, 17+cursorTagSize)
 	b[0] = cursorVersion
 	binary.BigEndian.PutUint64(b[1:], uint64(p.score))
 	binary.BigEndian.PutUint64(b[9:], uint64(p.id))
-	return cursorEncoding.EncodeToString(b[:])
+	if cs.key != nil {
+		b[0] = cursorVersionTagged
+		b = append(b, cs.tag(b, reader)...)
+	}
+	return cursorEncoding.EncodeToString(b)
 }
 
-// decodeCursor parses a cursor made by encodeCursor; anything else is
-// ErrCursor.
-func decodeCursor(c string) (position, error) {
+// decode parses a cursor encode made for reader; anything else is
+// ErrCursor. Without a key every well-formed position is one.
+func (cs cursors) decode(reader, c string) (position, error) {
+	bad := fmt.Errorf("%w: %.40q", ErrCursor, c)
 	b, err := cursorEncoding.DecodeString(c)
-	if err != nil || len(b) != 17 || b[0] != cursorVersion {
-		return position{}, fmt.Errorf("%w: %.40q", ErrCursor, c)
+	if err != nil || len(b) < 17 {
+		return position{}, bad
+	}
+	if cs.key == nil {
+		if len(b) != 17 || b[0] != cursorVersion {
+			return position{}, bad
+		}
+	} else if len(b) != 17+cursorTagSize || b[0] != cursorVersionTagged || !hmac.Equal(b[17:], cs.tag(b[:17], reader)) {
+		return position{}, bad
 	}
 	p := position{score: int64(binary.BigEndian.Uint64(b[1:])), id: int64(binary.BigEndian.Uint64(b[9:]))}
 	if p.score <= 0 || p.score > maxScore || p.id <= 0 {
-		return position{}, fmt.Errorf("%w: %.40q", ErrCursor, c)
+		return position{}, bad
 	}
 	return p, nil
+}
+
+func (cs cursors) tag(head []byte, reader string) []byte {
+	m := hmac.New(sha256.New, cs.key)
+	m.Write(head)
+	m.Write([]byte(reader))
+	return m.Sum(nil)[:cursorTagSize]
 }

@@ -70,9 +70,14 @@
 // then, lazily) and posts by accounts the reader no longer follows (so
 // unfollow and block take effect at once, even for a chunk applied late).
 // Cursors are an opaque (score, id) position: posts published later sort
-// before it and never shift a page; a cursor Timeline did not make is
-// ErrCursor. Scores are CreatedAt in ms × 1000 + the id's base mod 1000, so
-// ties are rare; equal scores are ordered by id text, as Redis orders them.
+// before it and never shift a page. With Config.CursorKey a cursor also
+// carries a MAC over its position and reader, and one Timeline did not make
+// for that reader is ErrCursor; without it a cursor is a position, not a
+// secret (a malformed one is ErrCursor, a well-formed one is read from).
+// A fan-out chunk carries only followers: the score pushed is the post's
+// own, and a chunk that contradicts its post is poison. Scores are
+// CreatedAt in ms × 1000 + the id's base mod 1000, so ties are rare; equal
+// scores are ordered by id text, as Redis orders them.
 //
 // # Failures
 //

@@ -15,12 +15,15 @@ func (s *Service) FollowsTable(user string) (*sqlx.DB, string) {
 	return sh.DB, sh.Table
 }
 
-// EncodeCursor exposes the cursor encoder to the fuzz test.
-func EncodeCursor(score, id int64) string { return encodeCursor(position{score, id}) }
+// EncodeCursor exposes the cursor encoder (keyless, or with key) to the
+// fuzz test.
+func EncodeCursor(key []byte, reader string, score, id int64) string {
+	return cursors{key}.encode(reader, position{score, id})
+}
 
 // DecodeCursor exposes the cursor decoder to the fuzz test.
-func DecodeCursor(c string) (int64, int64, error) {
-	p, err := decodeCursor(c)
+func DecodeCursor(key []byte, reader, c string) (int64, int64, error) {
+	p, err := cursors{key}.decode(reader, c)
 	return p.score, p.id, err
 }
 

@@ -120,8 +120,9 @@ func (s *Service) fanout(ctx context.Context, pub outbox.Publisher, topic string
 
 // HandleChunk is the fan-out consumer, an outbox.Handler: it pushes the
 // chunk's post to every follower who has an inbox (the active readers), in
-// one pipeline. Malformed chunks are poison; a Redis error is transient (the
-// whole chunk is retried, which is idempotent).
+// one pipeline. Malformed chunks, and chunks that contradict their post
+// (see Push), are poison; a Redis error is transient (the whole chunk is
+// retried, which is idempotent).
 func (s *Service) HandleChunk(ctx context.Context, _, value []byte) error {
 	c, err := DecodeChunk(value)
 	if err != nil {
@@ -141,8 +142,27 @@ func (s *Service) HandleChunk(ctx context.Context, _, value []byte) error {
 // chunk applied twice shows nothing twice. A list grown past
 // InboxCap+InboxSlack by an active reader who has not read meanwhile keeps
 // its last InboxCap pushes.
+//
+// The score pushed is the post's own, read through the post cache: a chunk
+// is only a list of followers for a post. One whose post does not exist, or
+// whose author or score is not the post's, is ErrBadMessage (poison) and
+// pushes nothing; one whose post was deleted pushes nothing.
 func (s *Service) Push(ctx context.Context, c Chunk) (int, error) {
-	item := strconv.FormatInt(c.Score, 10) + ":" + strconv.FormatInt(c.Post, 10)
+	posts, err := s.hydrate(ctx, []int64{c.Post})
+	if err != nil {
+		return 0, err
+	}
+	p := posts[c.Post]
+	switch {
+	case p == nil:
+		return 0, outbox.Poison(fmt.Errorf("%w: chunk of post %d, which does not exist", ErrBadMessage, c.Post))
+	case p.Author != c.Author || p.Score != c.Score:
+		return 0, outbox.Poison(fmt.Errorf("%w: chunk of post %d by %q at score %d; the post is by %q at %d",
+			ErrBadMessage, c.Post, c.Author, c.Score, p.Author, p.Score))
+	case p.Deleted:
+		return 0, nil
+	}
+	item := strconv.FormatInt(p.Score, 10) + ":" + strconv.FormatInt(p.ID, 10)
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.IntCmd, len(c.Followers))
 	for i, f := range c.Followers {

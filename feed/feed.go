@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -101,6 +102,16 @@ type Config struct {
 	RepairGrace time.Duration
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// CursorKey, when set (at least 16 bytes, the same secret on every
+	// process of a deployment), authenticates Timeline's cursors: each
+	// carries a MAC over its position and its reader, and any cursor
+	// Timeline did not make for that reader with that key is ErrCursor.
+	// Without it a cursor is a position, not a secret: a well-formed one
+	// Timeline never made reads the reader's own timeline from there (it
+	// shows nothing the reader could not page to). Setting or changing the
+	// key makes the cursors given out before ErrCursor; clients start again
+	// from the top.
+	CursorKey []byte
 }
 
 // Service is a news feed over one Redis (or Redis Cluster) and sharded SQL.
@@ -121,8 +132,9 @@ type Service struct {
 	ids       *gene.IDs
 	closeOnce sync.Once
 
-	reg registry
-	wg  sync.WaitGroup
+	reg     registry
+	wg      sync.WaitGroup
+	cursors cursors
 }
 
 // New returns a Service over dbs (all "mysql" or all "sqlite"). Call
@@ -165,6 +177,9 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 	case cfg.LocalTTL < 0 || cfg.LocalCost < 1 || cfg.CacheTTL < time.Second || cfg.NegativeTTL < time.Millisecond || cfg.MaxBody < 1 || cfg.RepairGrace < 0:
 		return nil, fmt.Errorf("%w: local TTL %v, local cost %d, cache TTL %v, negative TTL %v, max body %d, repair grace %v", ErrConfig, cfg.LocalTTL, cfg.LocalCost, cfg.CacheTTL, cfg.NegativeTTL, cfg.MaxBody, cfg.RepairGrace)
 	}
+	if cfg.CursorKey != nil && len(cfg.CursorKey) < 16 {
+		return nil, fmt.Errorf("%w: a cursor key of %d bytes (at least 16)", ErrConfig, len(cfg.CursorKey))
+	}
 	posts, err := shard.New(dbs, shard.Config{Table: "feed_posts", TablesPerDB: cfg.TablesPerDB})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
@@ -178,7 +193,8 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	s := &Service{rdb: rdb, dbs: dbs, cfg: cfg, posts: posts, users: users, genes: gene.Genes,
-		space: keys.NewSpace(keys.Join(cfg.Namespace, "feed")), idSrc: idSrc, ids: gene.NewIDs(idSrc, "post", 1000)}
+		space: keys.NewSpace(keys.Join(cfg.Namespace, "feed")), idSrc: idSrc, ids: gene.NewIDs(idSrc, "post", 1000),
+		cursors: cursors{key: bytes.Clone(cfg.CursorKey)}}
 	if cfg.LocalTTL > 0 {
 		s.local, err = ristretto.NewCache(&ristretto.Config[int64, *Post]{NumCounters: 10 * cfg.LocalCost, MaxCost: cfg.LocalCost, BufferItems: 64})
 		if err != nil {

@@ -10,12 +10,18 @@ import (
 )
 
 func FuzzCursor(f *testing.F) {
-	f.Add(feed.EncodeCursor(1764480000000123, 8388617))
-	f.Add("")
-	f.Add("AQAAAAAAAAABAAAAAAAAAAE")
-	f.Add("AQAAAAAAAAABAAAAAAAAAAF") // non-canonical trailing bits
-	f.Fuzz(func(t *testing.T, c string) {
-		score, id, err := feed.DecodeCursor(c)
+	key := []byte("a deployment's cursor secret")
+	f.Add(feed.EncodeCursor(nil, "r", 1764480000000123, 8388617), false)
+	f.Add(feed.EncodeCursor(key, "r", 1764480000000123, 8388617), true)
+	f.Add("", false)
+	f.Add("AQAAAAAAAAABAAAAAAAAAAE", false)
+	f.Add("AQAAAAAAAAABAAAAAAAAAAF", false) // non-canonical trailing bits
+	f.Fuzz(func(t *testing.T, c string, keyed bool) {
+		k := key
+		if !keyed {
+			k = nil
+		}
+		score, id, err := feed.DecodeCursor(k, "r", c)
 		if err != nil {
 			if !errors.Is(err, feed.ErrCursor) {
 				t.Fatalf("%q: %v is not ErrCursor", c, err)
@@ -25,8 +31,13 @@ func FuzzCursor(f *testing.F) {
 		if score <= 0 || id <= 0 {
 			t.Fatalf("%q decoded to (%d, %d)", c, score, id)
 		}
-		if again := feed.EncodeCursor(score, id); again != c {
+		if again := feed.EncodeCursor(k, "r", score, id); again != c {
 			t.Fatalf("%q re-encodes as %q: two texts for one position", c, again)
+		}
+		if keyed {
+			if _, _, err := feed.DecodeCursor(k, "another reader", c); !errors.Is(err, feed.ErrCursor) {
+				t.Fatalf("%q, made for r, read for another reader: %v", c, err)
+			}
 		}
 	})
 }

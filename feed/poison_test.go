@@ -1,6 +1,7 @@
 package feed_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -10,7 +11,9 @@ import (
 
 // TestPoisonChunksDoNotBlock: malformed fan-out chunks between good ones on
 // one partition are skipped with a count by a real consumer group, and the
-// chunks behind them reach the inboxes.
+// chunks behind them reach the inboxes. So are well-formed chunks that
+// contradict their post (its score or author, or no such post): the score
+// comes from the post, not from the message.
 func TestPoisonChunksDoNotBlock(t *testing.T) {
 	f := newFixture(t, testenv.NewRedis(t), feed.Config{ChunkSize: 2})
 	readers := []string{"a", "b", "c"}
@@ -39,6 +42,15 @@ func TestPoisonChunksDoNotBlock(t *testing.T) {
 		`{"v":1,"post":1,"author":"star","score":1,"followers":["a"]}]`,
 		`{"v":1,"post":-1,"author":"star","score":1,"followers":["a"]}`,
 		`null`,
+		`{}`,
+		`{"v":1,"post":1,"post":2,"author":"star","score":1,"followers":["a"]}`,
+		`{"v":1,"Post":1,"author":"star","score":1,"followers":["a"]}`,
+		// Well formed, but not what was published: the first post at a
+		// score above the second's (it would jump ahead of it), by
+		// another author, and a post that does not exist.
+		fmt.Sprintf(`{"v":1,"post":%d,"author":"star","score":%d,"followers":["a","b","c"]}`, first.ID, second.Score+1000),
+		fmt.Sprintf(`{"v":1,"post":%d,"author":"mallory","score":%d,"followers":["a","b","c"]}`, first.ID, first.Score),
+		fmt.Sprintf(`{"v":1,"post":%d,"author":"star","score":%d,"followers":["a","b","c"]}`, second.ID+1, second.Score),
 	}
 	var values [][]byte
 	for i, m := range chunks.Msgs {

@@ -72,7 +72,7 @@ func (s *Service) Timeline(ctx context.Context, reader, cursor string, limit int
 	var pos position
 	if cursor != "" {
 		var err error
-		if pos, err = decodeCursor(cursor); err != nil {
+		if pos, err = s.cursors.decode(reader, cursor); err != nil {
 			return Page{}, err
 		}
 	}
@@ -119,7 +119,7 @@ func (s *Service) Timeline(ctx context.Context, reader, cursor string, limit int
 		}
 		if len(page.Posts) == limit {
 			if more || pos != (position{cands[len(cands)-1].score, ids[len(ids)-1]}) {
-				page.Next = encodeCursor(pos)
+				page.Next = s.cursors.encode(reader, pos)
 			}
 			return page, nil
 		}
@@ -131,7 +131,7 @@ func (s *Service) Timeline(ctx context.Context, reader, cursor string, limit int
 		}
 	}
 	if pos.score > 0 { // many hidden posts in a row: let the caller go on
-		page.Next = encodeCursor(pos)
+		page.Next = s.cursors.encode(reader, pos)
 	}
 	return page, nil
 }

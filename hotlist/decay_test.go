@@ -34,6 +34,7 @@ func metaField(r *testenv.Redis, p int, field string) string {
 // partition holds up to 200) while new events keep arriving.
 func TestDecayMatchesNaiveModel(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		r.NeedsServer(t, "a landmark move copies a partition with ZSCAN across flushes and relies on Redis returning every member present throughout; miniredis' cursor is an offset into the members as they are at each call, so writes between calls make it skip some")
 		ctx := context.Background()
 		f := newFixture(t, r, hotlist.Config{Partitions: 2, HalfLife: time.Second, RescaleEvery: 4, RescaleChunk: 40})
 		rng := rand.New(rand.NewPCG(5, 6))

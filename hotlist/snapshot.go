@@ -1,6 +1,7 @@
 package hotlist
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/binary"
@@ -9,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -255,13 +257,7 @@ func (l *List) applyControls(entries []Entry, pins map[string]string, blocked []
 		}
 	}
 	slices.SortFunc(ps, func(a, b pin) int {
-		if a.pos != b.pos {
-			return a.pos - b.pos
-		}
-		if a.item < b.item {
-			return -1
-		}
-		return 1
+		return cmp.Or(cmp.Compare(a.pos, b.pos), strings.Compare(a.item, b.item))
 	})
 	out := make([]Entry, 0, len(entries)+len(ps))
 	organic := make(map[string]Entry, len(ps))
@@ -274,13 +270,20 @@ func (l *List) applyControls(entries []Entry, pins map[string]string, blocked []
 			out = append(out, e)
 		}
 	}
-	for _, p := range ps {
+	// Each pin goes to its position; the later ones (by name) of a position
+	// already taken by a pin go just after it, and a pin at the next
+	// position still gets its own.
+	for i, p := range ps {
 		e, ok := organic[p.item]
 		if !ok {
 			e = Entry{Item: p.item}
 		}
 		e.Pinned = true
-		out = slices.Insert(out, min(p.pos-1, len(out)), e)
+		at := p.pos - 1
+		for j := i - 1; j >= 0 && ps[j].pos == p.pos; j-- {
+			at++
+		}
+		out = slices.Insert(out, min(at, len(out)), e)
 	}
 	out = out[:min(len(out), l.cfg.SnapshotSize)]
 	for i := range out {

@@ -113,6 +113,18 @@ func TestSnapshotsRankChangesPinsAndBlocks(t *testing.T) {
 			t.Error("a bad pin or block was accepted")
 		}
 	}
+	// Pins at one position stand in name order, whichever was pinned first,
+	// and a pin at the next position keeps its place after them.
+	f.l.Unpin(ctx, "e")
+	f.l.Pin(ctx, "zz", 2)
+	f.l.Pin(ctx, "yy", 2)
+	if snap, _ := f.l.Snapshot(ctx); describe(snap.Entries) != "1:a(+1) 2:yy(pin) 3:zz(pin) 4:b(+1) 5:f(+1) " {
+		t.Fatalf("two pins at 2: %s", describe(snap.Entries))
+	}
+	f.l.Pin(ctx, "xx", 3)
+	if snap, _ := f.l.Snapshot(ctx); describe(snap.Entries) != "1:a(+1) 2:yy(pin) 3:xx(pin) 4:zz(pin) 5:b(+1) " {
+		t.Fatalf("two pins at 2 and one at 3: %s", describe(snap.Entries))
+	}
 }
 
 // Concurrent publishers each store a snapshot only if it was compared with

@@ -9,7 +9,12 @@
 // The database is the guard. Every status change is a conditional UPDATE
 // (WHERE id = ? AND status = ? AND version = ?) in one transaction with an
 // outbox row; Transitions lists every edge, and anything else is
-// ErrIllegalTransition and changes nothing. No lock or mutex in Go decides.
+// ErrIllegalTransition and changes nothing — except a step the order has
+// already taken, repeated: Ship on a shipped order, Complete on a completed
+// one, CancelOrder on a closed one and a callback for a payment already
+// applied return the order as it is and change nothing, so a retry after a
+// lost reply, or a redelivered event, is harmless. No lock or mutex in Go
+// decides.
 //
 // Sharding: orders, their payment attempts, callbacks and refunds live in
 // N databases × M tables by user (the seed's 8 × 8): an order number (and a

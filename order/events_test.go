@@ -262,8 +262,11 @@ func TestReconcileFindsInjectedDifferences(t *testing.T) {
 	if after := f.get(missedOrder); after.Version != before.Version {
 		t.Fatal("second run changed an order")
 	}
-	if _, err := order.ParseStatement(strings.NewReader(order.StatementHeader + "\nx,notanumber,1,SUCCESS,2026-01-01T00:00:00Z\n")); !errors.Is(err, order.ErrInvalid) {
-		t.Fatalf("malformed statement: %v", err)
+	for _, line := range []string{"x,notanumber,1,SUCCESS,", "x,7,0,SUCCESS,", "x,7,-5,SUCCESS,", "x,0,5,SUCCESS,"} {
+		at := testenv.Now().UTC().Format(time.RFC3339)
+		if _, err := order.ParseStatement(strings.NewReader(order.StatementHeader + "\n" + line + at + "\n")); !errors.Is(err, order.ErrInvalid) {
+			t.Errorf("malformed statement line %q: %v, want ErrInvalid", line+at, err)
+		}
 	}
 }
 

@@ -75,7 +75,9 @@ func (s *Service) settleStock(ctx context.Context, o *Order) error {
 	return nil
 }
 
-// Ship marks a paid order shipped and schedules its auto-completion.
+// Ship marks a paid order shipped and schedules its auto-completion. An
+// order already shipped is returned unchanged (a retry is harmless); any
+// other status but paid is ErrIllegalTransition.
 func (s *Service) Ship(ctx context.Context, id int64) (Order, error) {
 	o, err := s.step(ctx, id, Paid, Shipped, `, shipped_at = ?`, s.now())
 	if err == nil {
@@ -85,7 +87,8 @@ func (s *Service) Ship(ctx context.Context, id int64) (Order, error) {
 }
 
 // Complete marks a shipped order received (the buyer confirmed, or
-// AutoComplete passed).
+// AutoComplete passed). An order already completed is returned unchanged;
+// any other status but shipped is ErrIllegalTransition.
 func (s *Service) Complete(ctx context.Context, id int64) (Order, error) {
 	return s.step(ctx, id, Shipped, Completed, "")
 }

@@ -408,3 +408,45 @@ func TestCreateBatch(t *testing.T) {
 		t.Fatalf("won %d (repeats included), short %d", won.Load(), short.Load())
 	}
 }
+
+// Each step an order has taken, repeated, returns it unchanged (a retry
+// after a lost reply); a step from any other status is ErrIllegalTransition
+// and changes nothing.
+func TestRepeatedStepsAreIdempotent(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, order.Config{})
+	f.sku("pen", 150, 10)
+	o := f.create("ann", "r1", order.Line{SKU: "pen", Qty: 1})
+	if _, err := f.s.Ship(ctx, o.ID); !errors.Is(err, order.ErrIllegalTransition) {
+		t.Fatalf("ship a pending order: %v", err)
+	}
+	if _, err := f.s.Complete(ctx, o.ID); !errors.Is(err, order.ErrIllegalTransition) {
+		t.Fatalf("complete a pending order: %v", err)
+	}
+	f.pay(o, "tx1")
+	if _, err := f.s.Complete(ctx, o.ID); !errors.Is(err, order.ErrIllegalTransition) {
+		t.Fatalf("complete a paid order: %v", err)
+	}
+	shipped, err := f.s.Ship(ctx, o.ID)
+	if err != nil || shipped.Status != order.Shipped {
+		t.Fatalf("ship: %+v %v", shipped, err)
+	}
+	f.clk.Add(time.Minute)
+	again, err := f.s.Ship(ctx, o.ID)
+	if err != nil || again.Version != shipped.Version || !again.ShippedAt.Equal(shipped.ShippedAt) {
+		t.Fatalf("ship again: %+v %v; want %+v unchanged", again, err, shipped)
+	}
+	done, err := f.s.Complete(ctx, o.ID)
+	if err != nil || done.Status != order.Completed {
+		t.Fatalf("complete: %+v %v", done, err)
+	}
+	if again, err := f.s.Complete(ctx, o.ID); err != nil || again.Version != done.Version {
+		t.Fatalf("complete again: %+v %v; want %+v unchanged", again, err, done)
+	}
+	if _, err := f.s.Ship(ctx, o.ID); !errors.Is(err, order.ErrIllegalTransition) {
+		t.Fatalf("ship a completed order: %v", err)
+	}
+	if got := f.get(o.ID); got.Version != done.Version || got.Status != order.Completed {
+		t.Fatalf("after the refused steps: %+v", got)
+	}
+}

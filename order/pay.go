@@ -90,7 +90,7 @@ type Callback struct {
 	Amount     int64     `json:"amount"`      // collected, in fen
 	Currency   string    `json:"currency"`
 	Success    bool      `json:"success"`
-	PaidAt     time.Time `json:"paid_at"`
+	PaidAt     time.Time `json:"paid_at,omitzero"` // optional: the callback's arrival when absent
 }
 
 // Outcome is what a callback did.

@@ -30,7 +30,8 @@ const StatementHeader = "gateway_txn,pay_no,amount,status,time"
 
 // ParseStatement reads a gateway statement: CSV with StatementHeader, one
 // line per transaction, status SUCCESS (other statuses are skipped), time in
-// RFC 3339. A malformed line is an error naming it; nothing is applied.
+// RFC 3339, amount in fen (a collection of 0 or less is malformed). A
+// malformed line is an error naming it; nothing is applied.
 func ParseStatement(r io.Reader) ([]StatementLine, error) {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = 5
@@ -55,7 +56,7 @@ func ParseStatement(r io.Reader) ([]StatementLine, error) {
 		payNo, e1 := strconv.ParseInt(rec[1], 10, 64)
 		amount, e2 := strconv.ParseInt(rec[2], 10, 64)
 		at, e3 := time.Parse(time.RFC3339, rec[4])
-		if e := errors.Join(e1, e2, e3, validUser(rec[0])); e != nil || payNo <= 0 || amount < 0 {
+		if e := errors.Join(e1, e2, e3, validUser(rec[0])); e != nil || payNo <= 0 || amount <= 0 {
 			return nil, fmt.Errorf("%w: statement line %d: %q", ErrInvalid, line, rec)
 		}
 		out = append(out, StatementLine{GatewayTxn: rec[0], PayNo: payNo, Amount: amount, Time: at})
@@ -99,8 +100,9 @@ const DefaultGrace = 24*time.Hour + 4*time.Minute
 // A collection whose callback never came (older than grace; 0 means
 // DefaultGrace — pass less only when the gateway has stopped retrying) is
 // repaired by applying it now (so the order is paid, or refunded if it was
-// closed); every other difference goes to the order_review table for a
-// person. Running it again writes nothing new: review rows are unique by
+// closed) and recorded in the order_review table as DiffMissedCallback, so
+// a person sees what was repaired; every other difference goes there too,
+// for a person to settle. Running it again writes nothing new: review rows are unique by
 // kind and transaction, and applied callbacks are idempotent. A negative
 // grace or an empty window is ErrInvalid.
 func (s *Service) Reconcile(ctx context.Context, lines []StatementLine, from, to time.Time, grace time.Duration) (ReconcileReport, error) {

@@ -17,12 +17,15 @@ local want = cjson.decode(ARGV[3])
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('DEL', KEYS[3], KEYS[4])
 -- put writes a table with one command per 500 pairs (unpack has a limit).
+-- (No swap of the loop variables for ZADD's score-first order: gopher-lua,
+-- under miniredis, assigns k, v = v, k as k = v, v = v.)
 local function put(cmd, key, t, scoreFirst)
   local args = {}
   for k, v in pairs(t) do
-    if scoreFirst then k, v = v, k end
-    args[#args + 1] = k
-    args[#args + 1] = v
+    local first, second = k, v
+    if scoreFirst then first, second = v, k end
+    args[#args + 1] = first
+    args[#args + 1] = second
     if #args == 1000 then
       redis.call(cmd, key, unpack(args))
       args = {}

@@ -97,11 +97,11 @@ func (s *Service) cacheControl(l *Link, status int) string {
 
 type createRequest struct {
 	URL        string     `json:"url"`
-	Alias      string     `json:"alias"`
-	TTLSeconds *int64     `json:"ttl_seconds"` // 1..MaxLifetime in seconds
-	ExpiresAt  *time.Time `json:"expires_at"`  // in the future, at most MaxLifetime away
-	MaxVisits  int64      `json:"max_visits"`
-	Redirect   int        `json:"redirect"`
+	Alias      string     `json:"alias,omitzero"`
+	TTLSeconds *int64     `json:"ttl_seconds,omitzero"` // 1..MaxLifetime in seconds
+	ExpiresAt  *time.Time `json:"expires_at,omitzero"`  // in the future, at most MaxLifetime away
+	MaxVisits  int64      `json:"max_visits,omitzero"`
+	Redirect   int        `json:"redirect,omitzero"`
 }
 
 // options checks what Options cannot tell from its zero values — a given

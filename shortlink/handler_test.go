@@ -349,9 +349,11 @@ func TestCreateRequestBodies(t *testing.T) {
 		`{"URL": "https://example.com/"}`:                                 400,
 		`{"url": "https://example.com/", "Max_Visits": 1}`:                400,
 		`{"url": "https://example.com/", "bogus": 1}`:                     400,
-		`null`: 400, `[]`: 400, `"x"`: 400, ``: 400, `{`: 400,
+		`null`: 400, `[]`: 400, `"x"`: 400, ``: 400, `{`: 400, `{}`: 400,
+		"{\"url\": \"https://example.com/\xff\"}":                                         400, // invalid UTF-8: encoding/json made it U+FFFD
+		`{"url": "https://example.com/", "\u0075rl": "https://example.com/x"}`:            400, // "url" again, escaped
 		`{"url": "https://example.com/", "alias": "` + strings.Repeat("a", 17<<10) + `"}`: 413,
-		ok + strings.Repeat(" ", 17<<10): 413,
+		ok + strings.Repeat(" ", 17<<10):                                                  413,
 	} {
 		if res, out := postRaw(t, base, body); res.StatusCode != want {
 			t.Errorf("POST %.80q: %d %v, want %d", body, res.StatusCode, out, want)

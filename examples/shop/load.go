@@ -53,7 +53,8 @@ func (s *Sheet) print(w io.Writer) {
 // buyer is a winner and what it does next.
 type buyer struct {
 	user, reservation string
-	plan              int // payNow, never, payLate
+	token             string // the buyer's session
+	plan              int    // payNow, never, payLate
 }
 
 const (
@@ -71,7 +72,7 @@ func Load(ctx context.Context, env *Env, o Options) (*Sheet, error) {
 	defer hc.CloseIdleConnections()
 	from := time.Now().Add(-time.Minute)
 	var prod Product
-	if status, err := call(ctx, hc, http.MethodGet, env.URL+"/products/"+env.SKU, nil, &prod); err != nil || status != http.StatusOK {
+	if status, err := call(ctx, hc, "", http.MethodGet, env.URL+"/products/"+env.SKU, nil, &prod); err != nil || status != http.StatusOK {
 		return nil, fmt.Errorf("product detail: %d, %v", status, err)
 	}
 
@@ -88,9 +89,10 @@ func Load(ctx context.Context, env *Env, o Options) (*Sheet, error) {
 		wg.Go(func() {
 			for i := range jobs {
 				user := "buyer-" + strconv.Itoa(i)
-				body := []byte(`{"user":"` + user + `","qty":1,"price":1}`)
+				body := []byte(`{"qty":1,"price":1}`)
+				token := env.Shop.Token(user, 24*time.Hour) // from the shop's login service
 				var ans BuyAnswer
-				status, err := call(ctx, hc, http.MethodPost, env.URL+"/seckill/"+env.Campaign+"/buy", body, &ans)
+				status, err := call(ctx, hc, token, http.MethodPost, env.URL+"/seckill/"+env.Campaign+"/buy", body, &ans)
 				if err != nil {
 					status = 599
 				}
@@ -100,7 +102,7 @@ func Load(ctx context.Context, env *Env, o Options) (*Sheet, error) {
 				}
 				if i%20 == 0 { // the client retries: same key, same reservation, nothing deducted
 					var again BuyAnswer
-					if s, err := call(ctx, hc, http.MethodPost, env.URL+"/seckill/"+env.Campaign+"/buy", body, &again); err == nil && s == http.StatusAccepted {
+					if s, err := call(ctx, hc, token, http.MethodPost, env.URL+"/seckill/"+env.Campaign+"/buy", body, &again); err == nil && s == http.StatusAccepted {
 						repeats.Add(1)
 						if again.Reservation != ans.Reservation || !again.Repeat {
 							repeatMismatch.Add(1)
@@ -108,7 +110,7 @@ func Load(ctx context.Context, env *Env, o Options) (*Sheet, error) {
 					}
 				}
 				mu.Lock()
-				wins = append(wins, buyer{user: user, reservation: ans.Reservation})
+				wins = append(wins, buyer{user: user, reservation: ans.Reservation, token: token})
 				if len(wins) == o.Units/3 && o.MidSale != nil {
 					wg.Go(o.MidSale) // a third of the units sold
 				}
@@ -244,7 +246,7 @@ var errTooLate = errors.New("the order closed before the buyer paid")
 func (b buyer) pay(ctx context.Context, hc *http.Client, env *Env, payAt func(context.Context, int64, int64, string) (order.Callback, error), timeout time.Duration) error {
 	var o OrderView
 	for wait := time.Now().Add(timeout); ; {
-		status, err := call(ctx, hc, http.MethodGet, env.URL+reservationURL(env.Campaign, b.reservation, b.user), nil, &o)
+		status, err := call(ctx, hc, b.token, http.MethodGet, env.URL+reservationURL(env.Campaign, b.reservation), nil, &o)
 		if err != nil {
 			return err
 		}
@@ -262,7 +264,7 @@ func (b buyer) pay(ctx context.Context, hc *http.Client, env *Env, payAt func(co
 		time.Sleep(50 * time.Millisecond)
 	}
 	var p PayAnswer
-	status, err := call(ctx, hc, http.MethodPost, env.URL+"/orders/"+o.ID+"/pay", []byte(`{"user":"`+b.user+`"}`), &p)
+	status, err := call(ctx, hc, b.token, http.MethodPost, env.URL+"/orders/"+o.ID+"/pay", nil, &p)
 	if err == nil && status == http.StatusConflict {
 		return errTooLate // the order closed (its deadline, or out of stock) before the buyer came
 	}
@@ -441,7 +443,9 @@ func (e *Env) balance(ctx context.Context, o Options, lines []order.StatementLin
 }
 
 // call sends a JSON request and decodes a JSON answer into v (any status).
-func call(ctx context.Context, hc *http.Client, method, url string, body []byte, v any) (int, error) {
+// call sends one request (as the buyer token names, or anonymously for "")
+// and decodes a 2xx answer into v.
+func call(ctx context.Context, hc *http.Client, token, method, url string, body []byte, v any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -451,6 +455,9 @@ func call(ctx context.Context, hc *http.Client, method, url string, body []byte,
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	res, err := hc.Do(req)
 	if err != nil {
 		return 0, err

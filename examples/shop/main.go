@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/rsa"
 	"errors"
 	"flag"
@@ -203,8 +204,13 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 	}
 	batcher := sale.NewBatcher(seckill.BatchConfig{})
 	cleanup = append(cleanup, batcher.Close)
+	sessionKey := make([]byte, 32) // a real shop shares its login service's key
+	if _, err := rand.Read(sessionKey); err != nil {
+		return nil, err
+	}
 	shop := &Shop{rdb: rdb, orders: orders, gate: gate, catalog: cat, ns: ns, idemTTL: 24 * time.Hour,
-		sales: map[string]*seckill.Sale{campaign: sale}, batchers: map[string]*seckill.Batcher{campaign: batcher}}
+		sales: map[string]*seckill.Sale{campaign: sale}, batchers: map[string]*seckill.Batcher{campaign: batcher},
+		sessions: sessions{key: sessionKey, now: time.Now}}
 
 	addr := o.Serve
 	if addr == "" {
@@ -268,7 +274,8 @@ func Run(ctx context.Context, b Backends, o Options) (*Sheet, error) {
 	defer env.Close()
 	fmt.Fprintf(o.Out, "shop %s, payment channel %s; %s\n", env.URL, env.Channel.URL(), b.About)
 	if o.Serve != "" {
-		fmt.Fprintf(o.Out, "try: curl %s/products/%s\n     curl -d '{\"user\":\"me\"}' %s/seckill/%s/buy\n", env.URL, env.SKU, env.URL, env.Campaign)
+		fmt.Fprintf(o.Out, "try: curl %s/products/%s\n     curl -H 'Authorization: Bearer %s' -d '{}' %s/seckill/%s/buy\n",
+			env.URL, env.SKU, env.Shop.Token("me", 24*time.Hour), env.URL, env.Campaign)
 		<-ctx.Done()
 		return &Sheet{}, nil
 	}

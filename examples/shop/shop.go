@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/order"
@@ -31,28 +34,34 @@ type Shop struct {
 	// gates, by campaign id.
 	sales    map[string]*seckill.Sale
 	batchers map[string]*seckill.Batcher
+
+	sessions sessions // who a buyer is: a bearer token (session.go)
 }
 
 // maxBody bounds every request body the shop reads.
 const maxBody = 4 << 10
 
-// Handler is the shop's HTTP API:
+// Handler is the shop's HTTP API. Every route but the product detail and
+// the channel's callback is a buyer's: it needs "Authorization: Bearer
+// <token>" (401 without a valid one) and sees only that buyer's
+// reservations and orders — another buyer's are 404, as if they did not
+// exist.
 //
 //	GET  /products/{sku}                     product detail (cached)
-//	POST /seckill/{campaign}/buy             {"user","qty","request_id"} → 202 reservation
-//	GET  /seckill/{campaign}/reservations/{id}?user=U  the reservation's order, 202 until created
-//	GET  /orders/{id}                        one order
-//	POST /orders/{id}/pay                    {"user"} → a payment attempt to take to the channel
-//	GET  /users/{id}/orders?cursor=C         a buyer's orders, newest first
+//	POST /seckill/{campaign}/buy             {"qty","request_id"} → 202 reservation
+//	GET  /seckill/{campaign}/reservations/{id}  the reservation's order, 202 until created
+//	GET  /orders/{id}                        one of the buyer's orders
+//	POST /orders/{id}/pay                    → a payment attempt to take to the channel
+//	GET  /users/{id}/orders?cursor=C         the buyer's own orders (id is the buyer), newest first
 //	POST /pay/notify                         the payment channel's signed callback
 func (s *Shop) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /products/{sku}", s.product)
-	mux.HandleFunc("POST /seckill/{campaign}/buy", s.buy)
-	mux.HandleFunc("GET /seckill/{campaign}/reservations/{id}", s.reservation)
-	mux.HandleFunc("GET /orders/{id}", s.getOrder)
-	mux.HandleFunc("POST /orders/{id}/pay", s.pay)
-	mux.HandleFunc("GET /users/{id}/orders", s.userOrders)
+	mux.HandleFunc("POST /seckill/{campaign}/buy", s.authenticated(s.buy))
+	mux.HandleFunc("GET /seckill/{campaign}/reservations/{id}", s.authenticated(s.reservation))
+	mux.HandleFunc("GET /orders/{id}", s.authenticated(s.getOrder))
+	mux.HandleFunc("POST /orders/{id}/pay", s.authenticated(s.pay))
+	mux.HandleFunc("GET /users/{id}/orders", s.authenticated(s.userOrders))
 	mux.Handle("POST /pay/notify", s.notify)
 	return mux
 }
@@ -69,10 +78,10 @@ func (s *Shop) product(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// BuyRequest is the body of POST /seckill/{campaign}/buy. Price is accepted
-// and ignored: the server's price is the only price.
+// BuyRequest is the body of POST /seckill/{campaign}/buy; the buyer is the
+// session's. Price is accepted and ignored: the server's price is the only
+// price.
 type BuyRequest struct {
-	User      string `json:"user"`
 	Qty       int64  `json:"qty"`
 	RequestID string `json:"request_id,omitempty"` // idempotency key; default user + campaign
 	Price     *int64 `json:"price,omitempty"`      // ignored
@@ -91,7 +100,7 @@ type BuyAnswer struct {
 // the first one to claim the key (SET NX) buys, a repeat gets the same
 // reservation and deducts nothing, a repeat racing the first is told to
 // retry; a buy that failed frees its key so that the buyer may try again.
-func (s *Shop) buy(w http.ResponseWriter, r *http.Request) {
+func (s *Shop) buy(w http.ResponseWriter, r *http.Request, user string) {
 	ctx := r.Context()
 	var req BuyRequest
 	if err := decode(w, r, &req); err != nil {
@@ -109,18 +118,18 @@ func (s *Shop) buy(w http.ResponseWriter, r *http.Request) {
 	}
 	key := req.RequestID
 	if key == "" {
-		key = "user:" + req.User
+		key = "user:" + user
 	}
-	if len(key) > 64 || req.User == "" || len(req.User) > 64 {
-		reply(w, http.StatusBadRequest, map[string]string{"error": "user and request_id are 1..64 bytes"})
+	if len(key) > 64 {
+		reply(w, http.StatusBadRequest, map[string]string{"error": "request_id is 1..64 bytes"})
 		return
 	}
-	idem := s.ns + ":idem:" + campaign + ":" + req.User + ":" + key
+	idem := s.ns + ":idem:" + campaign + ":" + user + ":" + key
 	if s.sales[campaign].SoldOut() {
 		// Sold out a moment ago (the gate's local flag): one read for a
 		// repeat of a winning request, and the answer without the gate.
 		if id, err := s.rdb.Get(ctx, idem).Result(); err == nil && id != "pending" {
-			reply(w, http.StatusAccepted, BuyAnswer{Reservation: id, Order: reservationURL(campaign, id, req.User), Repeat: true})
+			reply(w, http.StatusAccepted, BuyAnswer{Reservation: id, Order: reservationURL(campaign, id), Repeat: true})
 			return
 		}
 		reply(w, http.StatusGone, map[string]string{"error": "sold out"})
@@ -132,21 +141,24 @@ func (s *Shop) buy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !claimed {
-		s.repeat(w, r, idem, campaign, req.User)
+		s.repeat(w, r, idem, campaign)
 		return
 	}
-	id, err := b.Buy(ctx, req.User, req.Qty)
+	id, err := b.Buy(ctx, user, req.Qty)
 	if err != nil && !errors.Is(err, seckill.ErrNotReplicated) {
 		s.rdb.Del(context.WithoutCancel(ctx), idem) // nothing was bought: the buyer may try again
 		status, msg := buyError(err)
 		reply(w, status, map[string]string{"error": msg})
 		return
 	}
-	s.rdb.Set(context.WithoutCancel(ctx), idem, id, s.idemTTL)
-	reply(w, http.StatusAccepted, BuyAnswer{Reservation: id, Order: reservationURL(campaign, id, req.User), Unconfirmed: err != nil})
+	pipe := s.rdb.Pipeline()
+	pipe.Set(context.WithoutCancel(ctx), idem, id, s.idemTTL)
+	pipe.Set(context.WithoutCancel(ctx), s.ownerKey(id), user, s.idemTTL) // whose reservation, while it is not an order yet
+	pipe.Exec(context.WithoutCancel(ctx))
+	reply(w, http.StatusAccepted, BuyAnswer{Reservation: id, Order: reservationURL(campaign, id), Unconfirmed: err != nil})
 }
 
-func (s *Shop) repeat(w http.ResponseWriter, r *http.Request, idem, campaign, user string) {
+func (s *Shop) repeat(w http.ResponseWriter, r *http.Request, idem, campaign string) {
 	id, err := s.rdb.Get(r.Context(), idem).Result()
 	switch {
 	case err != nil && !errors.Is(err, redis.Nil):
@@ -155,12 +167,12 @@ func (s *Shop) repeat(w http.ResponseWriter, r *http.Request, idem, campaign, us
 		w.Header().Set("Retry-After", "1")
 		reply(w, http.StatusConflict, map[string]string{"error": "the same request is in progress, retry"})
 	default:
-		reply(w, http.StatusAccepted, BuyAnswer{Reservation: id, Order: reservationURL(campaign, id, user), Repeat: true})
+		reply(w, http.StatusAccepted, BuyAnswer{Reservation: id, Order: reservationURL(campaign, id), Repeat: true})
 	}
 }
 
-func reservationURL(campaign, id, user string) string {
-	return "/seckill/" + campaign + "/reservations/" + id + "?user=" + user
+func reservationURL(campaign, id string) string {
+	return "/seckill/" + campaign + "/reservations/" + id
 }
 
 // buyError maps the gate's refusals to HTTP.
@@ -182,10 +194,21 @@ func buyError(err error) (int, string) {
 	return http.StatusServiceUnavailable, err.Error()
 }
 
+// ownerKey names the record of whose reservation id is.
+func (s *Shop) ownerKey(id string) string { return s.ns + ":owner:" + id }
+
 // reservation answers with the reservation's order once the consumer made
-// it (202 until then).
-func (s *Shop) reservation(w http.ResponseWriter, r *http.Request) {
-	o, err := s.gate.OrderOf(r.Context(), r.URL.Query().Get("user"), r.PathValue("id"))
+// it (202 until then). The order is looked up as the caller's; until it
+// exists, only the buyer the shop gave the reservation to is told to wait,
+// and anyone else gets 404, as for an id that was never given out.
+func (s *Shop) reservation(w http.ResponseWriter, r *http.Request, user string) {
+	o, err := s.gate.OrderOf(r.Context(), user, r.PathValue("id"))
+	if errors.Is(err, seckill.ErrNotReady) {
+		if owner, oerr := s.rdb.Get(r.Context(), s.ownerKey(r.PathValue("id"))).Result(); oerr == nil && owner != user || errors.Is(oerr, redis.Nil) {
+			reply(w, http.StatusNotFound, map[string]string{"error": "no such reservation"})
+			return
+		}
+	}
 	switch {
 	case errors.Is(err, seckill.ErrNotReady):
 		w.Header().Set("Retry-After", "1")
@@ -217,7 +240,7 @@ func view(o order.Order) OrderView {
 		Currency: o.Currency, Items: o.Items, PayDeadline: o.PayDeadline, Reason: o.CloseReason}
 }
 
-func (s *Shop) getOrder(w http.ResponseWriter, r *http.Request) {
+func (s *Shop) getOrder(w http.ResponseWriter, r *http.Request, user string) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
 		reply(w, http.StatusBadRequest, map[string]string{"error": "bad order id"})
@@ -225,7 +248,7 @@ func (s *Shop) getOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	o, err := s.orders.Get(r.Context(), id)
 	switch {
-	case errors.Is(err, order.ErrNotFound):
+	case errors.Is(err, order.ErrNotFound), err == nil && o.User != user:
 		reply(w, http.StatusNotFound, map[string]string{"error": "no such order"})
 	case err != nil:
 		reply(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
@@ -241,21 +264,14 @@ type PayAnswer struct {
 	Currency string `json:"currency"`
 }
 
-func (s *Shop) pay(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		User string `json:"user"`
-	}
+func (s *Shop) pay(w http.ResponseWriter, r *http.Request, user string) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
 		reply(w, http.StatusBadRequest, map[string]string{"error": "bad order id"})
 		return
 	}
-	if err := decode(w, r, &req); err != nil {
-		reply(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
-		return
-	}
 	o, err := s.orders.Get(r.Context(), id)
-	if errors.Is(err, order.ErrNotFound) || err == nil && o.User != req.User {
+	if errors.Is(err, order.ErrNotFound) || err == nil && o.User != user {
 		reply(w, http.StatusNotFound, map[string]string{"error": "no such order"})
 		return
 	}
@@ -274,8 +290,12 @@ func (s *Shop) pay(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Shop) userOrders(w http.ResponseWriter, r *http.Request) {
-	list, next, err := s.orders.UserOrders(r.Context(), r.PathValue("id"), r.URL.Query().Get("cursor"), 20)
+func (s *Shop) userOrders(w http.ResponseWriter, r *http.Request, user string) {
+	if r.PathValue("id") != user {
+		reply(w, http.StatusNotFound, map[string]string{"error": "no such user"})
+		return
+	}
+	list, next, err := s.orders.UserOrders(r.Context(), user, r.URL.Query().Get("cursor"), 20)
 	switch {
 	case errors.Is(err, order.ErrInvalid):
 		reply(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
@@ -290,16 +310,21 @@ func (s *Shop) userOrders(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// decode reads one JSON object of at most maxBody bytes, unknown fields
-// refused.
+// decode reads one JSON object of at most maxBody bytes strictly, with the
+// encoding/json v2 proposal (github.com/go-json-experiment/json): member
+// names exactly the fields' and each once (encoding/json folds case and
+// keeps the last of a repeated name), no unknown member, valid UTF-8, an
+// object (not null) and nothing after it.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
 		return fmt.Errorf("bad body: %w", err)
 	}
-	if dec.More() {
-		return errors.New("bad body: data after the object")
+	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '{' {
+		return errors.New("bad body: not a JSON object") // v2 reads null into a struct as nothing
+	}
+	if err := jsonv2.Unmarshal(body, v, jsonv2.RejectUnknownMembers(true)); err != nil {
+		return fmt.Errorf("bad body: %w", err)
 	}
 	return nil
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/base64"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,20 +141,21 @@ func TestCallbacksRefused(t *testing.T) {
 	}
 	defer env.Close()
 	hc := &http.Client{Timeout: 10 * time.Second}
+	ann := env.Shop.Token("ann", time.Hour)
 	var ans BuyAnswer
-	if status, err := call(ctx, hc, http.MethodPost, env.URL+"/seckill/"+env.Campaign+"/buy", []byte(`{"user":"ann","price":1}`), &ans); err != nil || status != http.StatusAccepted {
+	if status, err := call(ctx, hc, ann, http.MethodPost, env.URL+"/seckill/"+env.Campaign+"/buy", []byte(`{"price":1}`), &ans); err != nil || status != http.StatusAccepted {
 		t.Fatalf("buy: %d, %v", status, err)
 	}
 	var view OrderView
 	testenv.WaitFor(t, "the order", func() bool {
-		status, err := call(ctx, hc, http.MethodGet, env.URL+reservationURL(env.Campaign, ans.Reservation, "ann"), nil, &view)
+		status, err := call(ctx, hc, ann, http.MethodGet, env.URL+reservationURL(env.Campaign, ans.Reservation), nil, &view)
 		return err == nil && status == http.StatusOK
 	})
 	if view.Amount != 399900 {
 		t.Fatalf("the order charges %d, not the server's price (the client claimed 1)", view.Amount)
 	}
 	var p PayAnswer
-	if status, err := call(ctx, hc, http.MethodPost, env.URL+"/orders/"+view.ID+"/pay", []byte(`{"user":"ann"}`), &p); err != nil || status != http.StatusCreated {
+	if status, err := call(ctx, hc, ann, http.MethodPost, env.URL+"/orders/"+view.ID+"/pay", nil, &p); err != nil || status != http.StatusCreated {
 		t.Fatalf("start payment: %d, %v", status, err)
 	}
 	other, _ := rsa.GenerateKey(rand.Reader, 2048)
@@ -239,33 +242,35 @@ func TestAPI(t *testing.T) {
 	}
 	defer env.Close()
 	hc := &http.Client{Timeout: 10 * time.Second}
+	ann, bob := env.Shop.Token("ann", time.Hour), env.Shop.Token("bob", time.Hour)
 	var p Product
-	if status, err := call(ctx, hc, http.MethodGet, env.URL+"/products/"+env.SKU, nil, &p); err != nil || status != http.StatusOK || p.Price != 399900 {
+	if status, err := call(ctx, hc, "", http.MethodGet, env.URL+"/products/"+env.SKU, nil, &p); err != nil || status != http.StatusOK || p.Price != 399900 {
 		t.Fatalf("product: %d, %+v, %v", status, p, err)
 	}
 	for range 2 { // the second answer comes from the negative cache
-		if status, _ := call(ctx, hc, http.MethodGet, env.URL+"/products/nope", nil, nil); status != http.StatusNotFound {
+		if status, _ := call(ctx, hc, "", http.MethodGet, env.URL+"/products/nope", nil, nil); status != http.StatusNotFound {
 			t.Fatalf("unknown product: %d", status)
 		}
 	}
 	buy := env.URL + "/seckill/" + env.Campaign + "/buy"
-	for _, bad := range []string{`{"user":"ann","qty":1,"coupon":"FREE"}`, `{"user":""}`, `not json`, `{"user":"ann"} {}`, `{"user":"ann","qty":2}`} {
-		if status, _ := call(ctx, hc, http.MethodPost, buy, []byte(bad), nil); status != http.StatusBadRequest {
+	for _, bad := range []string{`{"qty":1,"coupon":"FREE"}`, `{"user":"ann"}`, `not json`, `{} {}`, `{"qty":2}`,
+		`{"qty":1,"qty":1}`, `{"Qty":1}`, `null`, "{\"request_id\":\"\xff\"}"} {
+		if status, _ := call(ctx, hc, ann, http.MethodPost, buy, []byte(bad), nil); status != http.StatusBadRequest {
 			t.Errorf("buy %s: %d, want 400", bad, status)
 		}
 	}
-	if status, _ := call(ctx, hc, http.MethodPost, env.URL+"/seckill/nope/buy", []byte(`{"user":"ann"}`), nil); status != http.StatusNotFound {
+	if status, _ := call(ctx, hc, ann, http.MethodPost, env.URL+"/seckill/nope/buy", []byte(`{}`), nil); status != http.StatusNotFound {
 		t.Errorf("unknown campaign: %d", status)
 	}
 	if left, _ := env.Sale.RedisStock(ctx); left != 10 {
 		t.Fatalf("refused buys took stock: %d left", left)
 	}
 	var first, again BuyAnswer
-	body := []byte(`{"user":"ann","request_id":"checkout-1"}`)
-	if status, err := call(ctx, hc, http.MethodPost, buy, body, &first); err != nil || status != http.StatusAccepted {
+	body := []byte(`{"request_id":"checkout-1"}`)
+	if status, err := call(ctx, hc, ann, http.MethodPost, buy, body, &first); err != nil || status != http.StatusAccepted {
 		t.Fatalf("buy: %d, %v", status, err)
 	}
-	if status, err := call(ctx, hc, http.MethodPost, buy, body, &again); err != nil || status != http.StatusAccepted || again.Reservation != first.Reservation || !again.Repeat {
+	if status, err := call(ctx, hc, ann, http.MethodPost, buy, body, &again); err != nil || status != http.StatusAccepted || again.Reservation != first.Reservation || !again.Repeat {
 		t.Fatalf("repeated buy: %d, %+v, %v; want %s again", status, again, err, first.Reservation)
 	}
 	if left, _ := env.Sale.RedisStock(ctx); left != 9 {
@@ -273,17 +278,63 @@ func TestAPI(t *testing.T) {
 	}
 	var view OrderView
 	testenv.WaitFor(t, "the order", func() bool {
-		status, err := call(ctx, hc, http.MethodGet, env.URL+reservationURL(env.Campaign, first.Reservation, "ann"), nil, &view)
+		status, err := call(ctx, hc, ann, http.MethodGet, env.URL+reservationURL(env.Campaign, first.Reservation), nil, &view)
 		return err == nil && status == http.StatusOK
 	})
 	var list struct {
 		Orders []OrderView `json:"orders"`
 	}
-	if status, err := call(ctx, hc, http.MethodGet, env.URL+"/users/ann/orders", nil, &list); err != nil || status != http.StatusOK ||
+	if status, err := call(ctx, hc, ann, http.MethodGet, env.URL+"/users/ann/orders", nil, &list); err != nil || status != http.StatusOK ||
 		len(list.Orders) != 1 || list.Orders[0].ID != view.ID || list.Orders[0].Reservation != first.Reservation {
 		t.Fatalf("ann's orders: %d, %+v, %v", status, list, err)
 	}
-	if status, _ := call(ctx, hc, http.MethodPost, env.URL+"/orders/"+view.ID+"/pay", []byte(`{"user":"bob"}`), nil); status != http.StatusNotFound {
-		t.Fatalf("bob paying ann's order: %d, want 404", status)
+	if status, err := call(ctx, hc, ann, http.MethodGet, env.URL+"/orders/"+view.ID, nil, &view); err != nil || status != http.StatusOK || view.User != "ann" {
+		t.Fatalf("ann reading her order: %d, %+v, %v", status, view, err)
 	}
+
+	// Another buyer's token reads and pays nothing of ann's: 404, as for an
+	// order that does not exist, so ids are not confirmed.
+	for what, r := range map[string][2]string{
+		"bob reads ann's order":       {http.MethodGet, "/orders/" + view.ID},
+		"bob pays ann's order":        {http.MethodPost, "/orders/" + view.ID + "/pay"},
+		"bob lists ann's orders":      {http.MethodGet, "/users/ann/orders"},
+		"bob reads ann's reservation": {http.MethodGet, reservationURL(env.Campaign, first.Reservation)},
+	} {
+		if status, _ := call(ctx, hc, bob, r[0], env.URL+r[1], nil, nil); status != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", what, status)
+		}
+	}
+	// No session, or a forged, tampered or expired one: 401 on every
+	// buyer's route, and nothing bought.
+	parts := strings.Split(ann, ".")
+	forged := map[string]string{
+		"no token":               "",
+		"garbage":                "not-a-token",
+		"user swapped":           base64.RawURLEncoding.EncodeToString([]byte("bob")) + "." + parts[1] + "." + parts[2],
+		"expiry moved":           parts[0] + "." + strconv.FormatInt(mustInt(t, parts[1])+3600, 10) + "." + parts[2],
+		"MAC of another key":     sessions{key: []byte("another shop's key, 32 bytes...."), now: testenv.Now}.mint("ann", time.Hour),
+		"expired":                env.Shop.Token("ann", -time.Second),
+		"leading zero in expiry": parts[0] + ".0" + parts[1] + "." + parts[2],
+		"MAC truncated":          parts[0] + "." + parts[1] + "." + parts[2][:len(parts[2])-2],
+	}
+	for what, token := range forged {
+		for _, r := range [][2]string{{http.MethodPost, "/seckill/" + env.Campaign + "/buy"}, {http.MethodGet, "/orders/" + view.ID},
+			{http.MethodPost, "/orders/" + view.ID + "/pay"}, {http.MethodGet, "/users/ann/orders"}, {http.MethodGet, reservationURL(env.Campaign, first.Reservation)}} {
+			if status, _ := call(ctx, hc, token, r[0], env.URL+r[1], []byte(`{}`), nil); status != http.StatusUnauthorized {
+				t.Errorf("%s: %s %s: %d, want 401", what, r[0], r[1], status)
+			}
+		}
+	}
+	if left, _ := env.Sale.RedisStock(ctx); left != 9 {
+		t.Fatalf("refused sessions took stock: %d left", left)
+	}
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

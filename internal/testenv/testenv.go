@@ -127,6 +127,17 @@ type Redis struct {
 	Kind      devstack.Kind
 }
 
+// NeedsServer skips t on miniredis with "needs redis-server: " and why: for
+// a test of behaviour the emulation does not have, so that it cannot mean
+// anything there (CI's summary of skips lists them). On a real or spawned
+// server it does nothing.
+func (r *Redis) NeedsServer(t testing.TB, why string) {
+	t.Helper()
+	if r.Kind == devstack.Miniredis {
+		t.Skip("needs redis-server: " + why)
+	}
+}
+
 // NewRedis returns the standalone Redis for this test binary.
 func NewRedis(t testing.TB) *Redis {
 	t.Helper()

@@ -183,7 +183,42 @@ type Channel struct {
 	wg     sync.WaitGroup
 	srv    *http.Server
 	ln     net.Listener
+	conns  connStates
 	closer sync.Once
+}
+
+// connStates follows the server's connections (http.Server.ConnState), so
+// that Close can tell a request cut off from a connection that never
+// carried one.
+type connStates struct {
+	mu sync.Mutex
+	m  map[net.Conn]http.ConnState
+}
+
+func (cs *connStates) set(c net.Conn, st http.ConnState) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.m == nil {
+		cs.m = map[net.Conn]http.ConnState{}
+	}
+	if st == http.StateClosed || st == http.StateHijacked {
+		delete(cs.m, c)
+	} else {
+		cs.m[c] = st
+	}
+}
+
+// active counts the connections answering a request.
+func (cs *connStates) active() int {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	n := 0
+	for _, st := range cs.m {
+		if st == http.StateActive {
+			n++
+		}
+	}
+	return n
 }
 
 // New returns a Channel for cfg. It serves and sends nothing until Start.
@@ -230,6 +265,7 @@ func (c *Channel) Start(addr string) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    16 << 10,
+		ConnState:         c.conns.set,
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	c.stop = stop
@@ -260,7 +296,10 @@ func (c *Channel) Client() *Client {
 // Close stops serving (finishing the requests being answered, for up to a
 // few seconds), stops every callback — those in flight are abandoned
 // mid-request and counted Pending — and waits for every goroutine of the
-// channel to end. It is safe to call twice.
+// channel to end. It is safe to call twice. It reports an error only when a
+// request was still being answered after the grace: a connection that never
+// carried a request (a client's spare, which http.Server.Shutdown waits
+// 5 s for) is closed without one.
 func (c *Channel) Close() error {
 	var err error
 	c.closer.Do(func() {
@@ -272,6 +311,12 @@ func (c *Channel) Close() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			err = srv.Shutdown(ctx)
 			cancel()
+			if err != nil {
+				if c.conns.active() == 0 {
+					err = nil
+				}
+				srv.Close()
+			}
 			stop()
 		}
 		close(c.done)

@@ -3,6 +3,7 @@ package paychan_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"runtime"
 	"runtime/pprof"
@@ -116,5 +117,31 @@ func TestDefaultKey(t *testing.T) {
 	defer ch.Close()
 	if bits := ch.PublicKey().N.BitLen(); bits != 2048 {
 		t.Errorf("a %d-bit key", bits)
+	}
+}
+
+// A connection that never carries a request — the spare an HTTP client
+// dials while another connection frees up, which made Close fail under
+// load — does not make Close fail: http.Server.Shutdown waits 5 s for it,
+// then Close closes it and reports nothing cut off.
+func TestCloseWithASpareConnection(t *testing.T) {
+	ch, err := paychan.New(paychan.Config{NotifyURL: "http://127.0.0.1:1/", Key: testKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	spare, err := net.Dial("tcp", strings.TrimPrefix(ch.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spare.Close()
+	if err := ch.Close(); err != nil {
+		t.Fatalf("close with a spare connection open: %v", err)
+	}
+	spare.SetReadDeadline(time.Now().Add(time.Second)) // wall clock: a socket deadline is on the real clock
+	if _, err := spare.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the spare connection is still open after Close")
 	}
 }
