@@ -2,6 +2,7 @@
 // into a packet for up to 500 people, a crowd grabs at once, each who opens
 // gets a random share, and what is left after 24 hours goes back. It is the
 // design course's red-packet case [760k opens/s at peak, ≤ 500 per packet].
+// A user told a share is credited that share, unless Redis loses state.
 //
 // # Money
 //
@@ -27,13 +28,14 @@
 // Grab is a cheap read that sheds the crowd (expired, empty, claimed, not
 // the recipient). Open is one atomic Lua call on the packet's keys, which
 // share a bucket's hash tag with that bucket's outbox stream: it pops the
-// next share, records the claim, and appends the claim message — or, for a
-// user who holds a share already, returns it and changes nothing, so a
-// client retry after a lost reply is harmless. OpenMany puts the opens of
-// one bucket into one call, grouped by packet, and pipelines all calls; a
-// call reads each packet's state and its openers' claims with one HMGET,
-// pops its new claims' shares with one LPOP, records them and the claimed
-// count and amount with one HSET, and appends one message per packet.
+// next share, records the claim (its user, share index and amount), and
+// appends the claim message — or, for a user who holds a share already,
+// returns it and changes nothing, so a client retry after a lost reply is
+// harmless. OpenMany puts the opens of one bucket into one call, grouped by
+// packet, and pipelines all calls; a call reads each packet's state and its
+// openers' claims with one HMGET, pops its new claims' shares with one
+// LPOP, records them with one HSET, and appends one message per packet. A
+// packet meant for one Recipient has one share.
 //
 // # Throughput
 //
@@ -64,25 +66,40 @@
 // An outbox.Relay publishes the claim messages, keyed by packet: each
 // carries the claims one call made on one packet, as versioned JSON
 // (ClaimMessage; format 2, a list of claims; format 1, one claim a
-// message, is still read). Handle consumes them: in the packet's shard one
+// message, is still read). Handle consumes them, trusting no value a
+// message carries: each claim is checked against the packet's shares as
+// drawn at Send, which its SQL row holds — the index must be one of them
+// and the amount that share's — and one that is not is poison (a forged or
+// corrupted message) and changes nothing. (A message naming a share nobody
+// holds yet, with its right amount, cannot be told from a genuine one by
+// the ledger: only the relay may write the claim topic.) Then in the
+// packet's shard one
 // transaction inserts the claims (unique on packet and user, and on packet
 // and share) and adds the new ones to the packet's totals, guarded so
 // claims never exceed the total or land on a refunded packet; then, in each
 // receiver's shard, one transaction inserts the received rows (unique on
 // user and packet) and credits the wallets. Redeliveries, replays and a
 // relay killed between the ack and the delete credit nothing twice. A claim
-// the ledger contradicts (the user holds another share, or the share went
-// to another user) is poison; the other claims of its message are recorded
-// and credited all the same. Upgrade the consumers before the openers: a
-// consumer that reads only format 1 takes format 2 for poison.
+// the ledger contradicts (not of the draw, the user holds another share, or
+// the share went to another user) is poison; the other claims of its
+// message are recorded and credited all the same. Upgrade the consumers
+// before the openers: a consumer that reads only format 1 takes format 2
+// for poison.
 //
 // # Refunds
 //
-// After Expiry (24h) the packet refuses opens. Refund computes the rest
-// from the SQL ledger (total − Σ claims), behind a unique refund row, with
-// the sender's credit in the same transaction — but only past a fence: the
-// count of claims Redis accepted must equal the count SQL holds (the relay
-// and consumer caught up). RefundDue runs it for every due packet.
+// After Expiry (24h) the packet refuses opens. Refund first closes it in
+// Redis, atomically: from then on no open succeeds, whatever the clock of
+// the app server that makes it, so a user told "you got X" is in the
+// refund's reckoning (a server whose clock is ahead closes early by its
+// skew). The close is idempotent: go-redis' retry after a lost reply, a
+// caller's retry, a second refunder all get the same claims. Then the
+// decision comes from the ledger, not from a counter: every claim Redis
+// accepted must be in SQL, or be one SQL can never take (its share or its
+// user is in the ledger already, which only a Redis loss produces) — else
+// ErrFence, the relay or the consumer is behind. The rest (total − Σ claims
+// in the ledger) is refunded behind a unique refund row, with the sender's
+// credit in the same transaction. RefundDue runs it for every due packet.
 //
 // # What a Redis failover or restart can lose
 //
@@ -91,11 +108,17 @@
 // loses those claims together with their outbox messages: those users were
 // told a share that was never recorded, and the shares return to the
 // packet — no money is created or lost, and the remainder is refunded. A
-// packet whose whole state is gone is refunded from the ledger once
-// LostStateGrace has passed after its expiry; a repeated Send reopens it
-// from SQL. Claims that reach SQL but cannot be taken (the share already
-// went to another user after the loss) are ErrLateClaim, poison, for a
-// person to settle.
+// lost claim whose message had already reached SQL stands; its share,
+// offered again, is refused to the next user who takes it, and its user,
+// opening again, may be told another share that is refused — such claims
+// are ErrLateClaim or ErrBadMessage, poison for a person to settle, and
+// never hold the refund back. ErrLateClaim happens only when Redis lost
+// state: claims, or a refund's close (an open taken after a lost close is
+// refused by the refunded ledger). A packet whose whole state is gone is
+// refunded from the ledger once LostStateGrace has passed after its expiry.
+// After Redis restarts empty, Reopen puts every live packet back from SQL,
+// with the claims the ledger holds and only the shares it does not; a
+// repeated Send reopens one packet the same way.
 //
 // # Views and storage
 //

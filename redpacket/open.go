@@ -38,6 +38,9 @@ func (s *Service) Grab(ctx context.Context, packet int64, user string) error {
 	if err := validUser(user); err != nil {
 		return err
 	}
+	if err := validPacket(packet); err != nil {
+		return err
+	}
 	state, list := s.packetKeys(packet)
 	pipe := s.rdb.Pipeline()
 	st := pipe.HMGet(ctx, state, "expires", "recipient", "u:"+user)
@@ -146,8 +149,8 @@ func (s *Service) openCalls(reqs []OpenRequest, res []OpenResult) []*openCall {
 			res[i].Err = err
 			continue
 		}
-		if r.Packet <= 0 {
-			res[i].Err = fmt.Errorf("%w: packet %d", ErrInvalid, r.Packet)
+		if err := validPacket(r.Packet); err != nil {
+			res[i].Err = err
 			continue
 		}
 		b := s.Bucket(r.Packet)

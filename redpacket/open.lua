@@ -1,8 +1,9 @@
 -- Open packets: give each opener one share of the packet, once.
 -- KEYS[1] the bucket's outbox stream; then for packet j (1-based):
---   KEYS[2j] the packet's state hash (expires, recipient, claimed, amount,
---            and "u:<user>" → fen for every claim), KEYS[2j+1] its list of
---            shares left ("<index>:<fen>"); all under one bucket tag
+--   KEYS[2j] the packet's state hash (expires — 0 once a refund closed it —,
+--            recipient, and "u:<user>" → "<index>:<fen>" for every claim),
+--            KEYS[2j+1] its list of shares left ("<index>:<fen>"); all under
+--            one bucket tag
 -- ARGV[1] now (Unix ms); then for each packet, in the order of KEYS: its
 --   id, n, and the n fields "u:<user>" of its openers (distinct: the caller
 --   merges a user's repeated opens of a packet)
@@ -11,8 +12,8 @@
 -- holding a share of the packet gets it again and nothing changes, so a
 -- retried call (a lost reply) or a repeated open is harmless. A packet's
 -- state is read with one HMGET, its new claims' shares popped with one LPOP
--- and recorded, with the claimed count and amount (the fence Refund reads),
--- with one HSET; the packet's new claims of the call are appended to the
+-- and recorded, each with its index (the refund checks them against the
+-- ledger), with one HSET; the packet's new claims of the call are appended to the
 -- outbox as one claim message, format 2 (user ids are printable ASCII:
 -- only '"' and '\' need escaping):
 --   {"v":2,"packet":<id>,"at":<ms>,"claims":[{"user":"<user>","amount":<fen>,"index":<draw>},…]}
@@ -24,13 +25,14 @@ for j = 2, #KEYS, 2 do
   local packet, n = ARGV[a], tonumber(ARGV[a + 1])
   local first = a + 2
   a = first + n
-  local st = redis.call('HMGET', state, 'expires', 'recipient', 'claimed', 'amount', unpack(ARGV, first, a - 1))
+  local st = redis.call('HMGET', state, 'expires', 'recipient', unpack(ARGV, first, a - 1))
   local expires, recipient = tonumber(st[1]), st[2]
   local base, want = #out, {}
   for i = 1, n do
-    local had = st[4 + i]
+    local had = st[2 + i]
     if had then
-      out[base + i] = tonumber(had)
+      local sep = string.find(had, ':', 1, true) -- none in a claim recorded before the index was
+      out[base + i] = tonumber(sep and string.sub(had, sep + 1) or had)
     elseif not expires then
       out[base + i] = 0
     elseif now >= expires then
@@ -43,7 +45,7 @@ for j = 2, #KEYS, 2 do
   end
   if #want > 0 then
     local items = redis.call('LPOP', shares, #want) or {}
-    local set, claims, sum = {}, {}, 0
+    local set, claims = {}, {}
     for k, i in ipairs(want) do
       local item = items[k]
       if item then
@@ -51,8 +53,7 @@ for j = 2, #KEYS, 2 do
         local index, fen = string.sub(item, 1, sep - 1), string.sub(item, sep + 1)
         local field = ARGV[first + i - 1]
         set[#set + 1] = field
-        set[#set + 1] = fen
-        sum = sum + tonumber(fen)
+        set[#set + 1] = item
         local user = string.sub(field, 3)
         if string.find(user, '["\\]') then user = string.gsub(user, '["\\]', '\\%0') end
         claims[#claims + 1] = '{"user":"' .. user .. '","amount":' .. fen .. ',"index":' .. index .. '}'
@@ -62,10 +63,6 @@ for j = 2, #KEYS, 2 do
       end
     end
     if #claims > 0 then
-      set[#set + 1] = 'claimed'
-      set[#set + 1] = tonumber(st[3]) + #claims
-      set[#set + 1] = 'amount'
-      set[#set + 1] = tonumber(st[4]) + sum
       redis.call('HSET', state, unpack(set))
       redis.call('XADD', KEYS[1], '*', 'k', packet, 'v', '{"v":2,"packet":' .. packet .. ',"at":' .. ARGV[1] .. ',"claims":[' .. table.concat(claims, ',') .. ']}')
     end

@@ -113,7 +113,10 @@ func (m ClaimMessage) check() error {
 
 // Handle is the outbox.Handler of the claim topic: it records a message's
 // claims in the packet's ledger and credits their receivers, each exactly
-// once however often the message comes. First, in the packet's shard, one
+// once however often the message comes. Every claim is checked against the
+// packet's shares as drawn at Send (in its SQL row): a claim whose index is
+// not one of them, or whose amount is not that share's, is poison and
+// changes nothing. First, in the packet's shard, one
 // transaction inserts the claims (unique on packet and user, and on packet
 // and share) and adds the new ones to the packet's claimed totals —
 // guarded, so the claims can never exceed the packet's total nor land on a
@@ -143,12 +146,29 @@ func (s *Service) Handle(ctx context.Context, _, value []byte) error {
 // the ledger holds (now or before) and, as poison, the refused ones.
 func (s *Service) recordClaims(ctx context.Context, m ClaimMessage) (recorded []ClaimedShare, refused, err error) {
 	sh := s.shardOfPacket(m.Packet)
+	p, err := s.load(ctx, sh.DB, sh, m.Packet)
+	if errors.Is(err, ErrNotFound) {
+		return nil, outbox.Poison(fmt.Errorf("%w: claims on unknown packet %d", ErrBadMessage, m.Packet)), nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	drawn, err := p.drawn()
+	if err != nil {
+		return nil, nil, err
+	}
 	var before, fresh []ClaimedShare
 	var bad []error
 	err = inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
 		before, fresh, bad = nil, nil, nil
 		var amount int64
 		for _, c := range m.Claims {
+			if c.Index > len(drawn) || c.Amount != drawn[c.Index-1] {
+				// Not a share of this packet's draw: forged or corrupted.
+				bad = append(bad, outbox.Poison(fmt.Errorf("%w: %s claims share %d of packet %d for %d fen; the draw has %d shares%s",
+					ErrBadMessage, c.User, c.Index, m.Packet, c.Amount, len(drawn), drawnShare(drawn, c.Index))))
+				continue
+			}
 			isNew, err := s.insertClaim(ctx, tx, sh, m, c)
 			switch {
 			case errors.Is(err, outbox.ErrPoison):
@@ -204,6 +224,14 @@ func (s *Service) insertClaim(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, 
 			ErrBadMessage, c.User, c.Index, c.Amount, m.Packet, mine[0].Index, mine[0].Amount))
 	}
 	return false, nil // recorded before
+}
+
+// drawnShare describes share index of drawn for an error message.
+func drawnShare(drawn []int64, index int) string {
+	if index > len(drawn) {
+		return ""
+	}
+	return fmt.Sprintf(", that one of %d fen", drawn[index-1])
 }
 
 // addClaimed adds n new claims of amount fen to packet's totals, guarded:

@@ -21,7 +21,9 @@ import (
 var (
 	// ErrConfig is wrapped by every configuration error.
 	ErrConfig = errors.New("redpacket: bad config")
-	// ErrInvalid is wrapped by errors about bad input; nothing was written.
+	// ErrInvalid is wrapped by errors about bad input (a packet id ≤ 0 at
+	// every entry point, a packet for one recipient with more than one
+	// share); nothing was written.
 	ErrInvalid = errors.New("redpacket: invalid input")
 	// ErrInsufficientFunds is returned by Send when the sender's balance is
 	// below the total; nothing was written.
@@ -40,17 +42,22 @@ var (
 	ErrNotRecipient = errors.New("redpacket: packet is for someone else")
 	// ErrNotExpired is returned by Refund before the packet's expiry.
 	ErrNotExpired = errors.New("redpacket: packet not expired yet")
-	// ErrFence is returned by Refund while claims Redis accepted are not all
-	// in SQL yet (the outbox or the consumer is behind): try again later.
+	// ErrFence is returned by Refund while claims Redis accepted that SQL
+	// can still take are not in SQL yet (the outbox or the consumer is
+	// behind), or while a packet whose Redis state is gone waits out
+	// LostStateGrace: try again later. The packet is closed already.
 	ErrFence = errors.New("redpacket: claims still on their way to SQL")
-	// ErrBadMessage is a claim message that can never be applied; it is
-	// marked outbox.ErrPoison.
+	// ErrBadMessage is a claim message that can never be applied —
+	// malformed, or a claim that is not one of the packet's drawn shares
+	// (index and amount), or that the ledger contradicts; it is marked
+	// outbox.ErrPoison.
 	ErrBadMessage = errors.New("redpacket: bad claim message")
 	// ErrLateClaim is a claim SQL cannot take — its packet was refunded,
 	// or its share went to another user first — which only happens when
-	// Redis lost the packet's state after relaying claims. It is not
-	// credited (that would create money); it is marked poison, so the
-	// consumer counts and dead-letters it for a person to settle.
+	// Redis lost some of the packet's state (claims it had relayed, or the
+	// refund's close). It is not credited (that would create money); it is
+	// marked poison, so the consumer counts and dead-letters it for a
+	// person to settle.
 	ErrLateClaim = errors.New("redpacket: claim after the refund")
 )
 
@@ -177,6 +184,15 @@ func (s *Service) Outboxes() []string {
 func validUser(user string) error {
 	if err := gene.ValidID(user); err != nil {
 		return fmt.Errorf("%w: user %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// validPacket refuses a packet id no packet can have, the same way at every
+// entry point.
+func validPacket(id int64) error {
+	if id <= 0 {
+		return fmt.Errorf("%w: packet %d", ErrInvalid, id)
 	}
 	return nil
 }

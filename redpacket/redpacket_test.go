@@ -29,6 +29,7 @@ type fixture struct {
 	t   testing.TB
 	s   *redpacket.Service
 	r   *testenv.Redis
+	dbs []*sqlx.DB
 	clk *testenv.Clock
 }
 
@@ -52,7 +53,7 @@ func setupOn(t *testing.T, r *testenv.Redis, dbs []*sqlx.DB, cfg redpacket.Confi
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, s: s, r: r, clk: clk}
+	return &fixture{t: t, s: s, r: r, dbs: dbs, clk: clk}
 }
 
 func (f *fixture) send(sender string, total int64, count int, kind redpacket.Kind) redpacket.Packet {

@@ -2,8 +2,11 @@ package redpacket
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -12,15 +15,30 @@ import (
 	"github.com/casebook-dev/casebook/internal/gene"
 )
 
+var (
+	//go:embed close.lua
+	closeLua    string
+	closeScript = redis.NewScript(closeLua)
+)
+
 // Refund returns what is left of an expired packet to its sender, once:
 // total − Σ claims, computed from the SQL ledger, behind a unique refund
 // row, with the sender's credit and the packet's "refunded" mark in the
 // same transaction. It returns the amount refunded (0 for a packet fully
-// claimed). Before that it checks a fence, not a clock: every claim Redis
-// accepted must be in SQL (Redis' claim count equals the ledger's), else
-// ErrFence — the relay or the consumer is behind. A packet whose Redis
-// state is gone is refunded from the ledger alone once LostStateGrace has
-// passed after its expiry. A refunded packet returns its refund again.
+// claimed). A refunded packet returns its refund again.
+//
+// First it closes the packet in Redis, atomically: from then on no open
+// succeeds, whatever the opener's clock says, so every claim Redis ever
+// accepted is among those the close returns. Then it checks them against
+// the ledger: a claim SQL can still take — neither its user nor its share
+// is in the ledger — is on its way (the relay or the consumer is behind),
+// and the refund waits with ErrFence. A claim SQL can never take (its share
+// or its user is there already: Redis lost state) does not hold it back. A
+// packet whose Redis state is gone is refunded from the ledger alone once
+// LostStateGrace has passed after its expiry. The close is idempotent, so
+// a retried call — go-redis' after a lost reply, or the caller's — is
+// harmless. (A claim Redis holds without its index, from an older version,
+// waits for its user until LostStateGrace has passed.)
 func (s *Service) Refund(ctx context.Context, packet int64) (int64, error) {
 	p, err := s.Get(ctx, packet)
 	if err != nil {
@@ -34,17 +52,20 @@ func (s *Service) Refund(ctx context.Context, packet int64) (int64, error) {
 	if now.Before(expires) {
 		return 0, fmt.Errorf("%w: packet %d expires at %v", ErrNotExpired, packet, expires)
 	}
-	state, list := s.packetKeys(packet)
-	claimed, err := s.rdb.HGet(ctx, state, "claimed").Int()
-	switch {
-	case errors.Is(err, redis.Nil):
-		if now.Before(expires.Add(s.cfg.LostStateGrace)) {
-			return 0, fmt.Errorf("%w: packet %d has no Redis state; refunding from SQL after %v", ErrFence, packet, expires.Add(s.cfg.LostStateGrace))
-		}
-	case err != nil:
-		return 0, fmt.Errorf("redpacket: refund fence: %w", err)
-	case claimed > p.ClaimedCount:
-		return 0, fmt.Errorf("%w: Redis accepted %d claims of packet %d, SQL holds %d", ErrFence, claimed, packet, p.ClaimedCount)
+	redisClaims, lost, err := s.closePacket(ctx, p)
+	if err != nil {
+		return 0, err
+	}
+	if lost && now.Before(expires.Add(s.cfg.LostStateGrace)) { // messages relayed before the loss may be on their way
+		return 0, fmt.Errorf("%w: packet %d has no Redis state; refunding from SQL after %v", ErrFence, packet, expires.Add(s.cfg.LostStateGrace))
+	}
+	ledger, err := s.Claims(ctx, packet)
+	if err != nil {
+		return 0, err
+	}
+	pastGrace := !now.Before(expires.Add(s.cfg.LostStateGrace))
+	if n := onTheirWay(redisClaims, ledger, pastGrace); n > 0 {
+		return 0, fmt.Errorf("%w: %d claims of packet %d accepted by Redis are not in SQL yet", ErrFence, n, packet)
 	}
 	sh := s.shardOfPacket(packet)
 	var refund int64
@@ -75,11 +96,65 @@ func (s *Service) Refund(ctx context.Context, packet int64) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("redpacket: refund %d: %w", packet, err)
 	}
-	s.rdb.Del(ctx, list) // nothing left to open; the state stays for views
 	return refund, nil
 }
 
 var errRefundedMeanwhile = errors.New("redpacket: refunded by a concurrent call")
+
+// redisClaim is a claim as the packet's Redis state holds it; index is 0
+// for a claim recorded before Redis kept the index.
+type redisClaim struct {
+	user  string
+	index int
+}
+
+// closePacket closes p in Redis and returns the claims Redis holds, or lost
+// when Redis has no state of p.
+func (s *Service) closePacket(ctx context.Context, p Packet) (claims []redisClaim, lost bool, err error) {
+	state, list := s.packetKeys(p.ID)
+	reply, err := closeScript.Run(ctx, s.rdb, []string{state, list}, s.keep(p)).StringSlice()
+	if err != nil {
+		return nil, false, fmt.Errorf("redpacket: close packet %d: %w", p.ID, err)
+	}
+	if len(reply)%2 != 1 {
+		return nil, false, fmt.Errorf("redpacket: close packet %d: unexpected reply %q", p.ID, reply)
+	}
+	if reply[0] == "lost" {
+		return nil, true, nil
+	}
+	for i := 1; i < len(reply); i += 2 {
+		user, ok := strings.CutPrefix(reply[i], "u:")
+		if !ok {
+			continue
+		}
+		c := redisClaim{user: user}
+		if idx, _, ok := strings.Cut(reply[i+1], ":"); ok {
+			c.index, _ = strconv.Atoi(idx)
+		}
+		claims = append(claims, c)
+	}
+	return claims, false, nil
+}
+
+// onTheirWay counts the claims Redis accepted that the ledger can still
+// take: their user holds no share in it and their share is nobody's. A
+// claim whose share or user is in the ledger already is settled — credited,
+// or refused for good because Redis lost state and gave it out again. A
+// claim without its index (recorded by an older version) waits for its
+// user until pastGrace.
+func onTheirWay(claims []redisClaim, ledger []Claim, pastGrace bool) int {
+	users, shares := map[string]bool{}, map[int]bool{}
+	for _, c := range ledger {
+		users[c.User], shares[c.Index] = true, true
+	}
+	n := 0
+	for _, c := range claims {
+		if !users[c.user] && (c.index == 0 && !pastGrace || c.index > 0 && !shares[c.index]) {
+			n++
+		}
+	}
+	return n
+}
 
 // RefundDue refunds the expired packets still open, at most batch per
 // table, and returns how many it refunded and how many wait behind the

@@ -24,10 +24,10 @@ type SendRequest struct {
 	// RequestID makes the send idempotent per sender (1..64 printable
 	// ASCII): sending again with it returns the first packet, debits once.
 	RequestID string
-	Total     int64 // fen, Count..MaxTotal
-	Count     int   // 1..MaxCount
-	Kind      Kind  // Random (default) or Fixed
-	Recipient string
+	Total     int64  // fen, Count..MaxTotal
+	Count     int    // 1..MaxCount; 1 when there is a Recipient
+	Kind      Kind   // Random (default) or Fixed
+	Recipient string // the only user who may open it, or "" for anyone
 	Greeting  string // up to 255 bytes
 }
 
@@ -113,6 +113,8 @@ func (s *Service) validate(r *SendRequest) error {
 		return validUser(r.Recipient)
 	case r.Count < 1 || r.Count > s.cfg.MaxCount:
 		return fmt.Errorf("%w: %d shares (1..%d)", ErrInvalid, r.Count, s.cfg.MaxCount)
+	case r.Recipient != "" && r.Count != 1:
+		return fmt.Errorf("%w: %d shares for one recipient, who can take one", ErrInvalid, r.Count)
 	case r.Total < int64(r.Count) || r.Total > s.cfg.MaxTotal:
 		return fmt.Errorf("%w: %d fen for %d shares (at least 1 fen each, at most %d)", ErrInvalid, r.Total, r.Count, s.cfg.MaxTotal)
 	case len(r.Greeting) > 255:
@@ -139,7 +141,7 @@ func (s *Service) Send(ctx context.Context, r SendRequest) (Packet, error) {
 		return Packet{}, err
 	}
 	if p.Status == StatusOpen {
-		if err := s.open(ctx, p); err != nil {
+		if _, err := s.open(ctx, p); err != nil {
 			return p, fmt.Errorf("redpacket: packet %d is recorded and paid for, but not open in Redis (send again with the same request id): %w", p.ID, err)
 		}
 	}
@@ -182,43 +184,61 @@ func (s *Service) insert(ctx context.Context, sh shard.Shard, r SendRequest) (Pa
 }
 
 // open creates p's live state in Redis, idempotently: a packet open
-// already is left as it is. One whose state Redis lost is reopened with the
-// shares SQL has not seen claimed and the claims it has (claims Redis had
-// accepted but not yet relayed are lost with that state).
-func (s *Service) open(ctx context.Context, p Packet) error {
-	var shares []int64
-	if err := json.Unmarshal([]byte(p.Shares), &shares); err != nil {
-		return fmt.Errorf("redpacket: packet %d has unreadable shares: %w", p.ID, err)
+// already, or closed by its refund, is left as it is, and open tells
+// whether it created the state. One whose state Redis lost is reopened
+// with the claims SQL holds and only the shares SQL has not seen claimed
+// (claims Redis had accepted but not yet relayed are lost with that state).
+func (s *Service) open(ctx context.Context, p Packet) (bool, error) {
+	shares, err := p.drawn()
+	if err != nil {
+		return false, err
 	}
 	claims, err := s.Claims(ctx, p.ID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	taken := map[int]bool{}
 	var pairs []any
-	var amount int64
 	for _, c := range claims {
 		taken[c.Index] = true
-		pairs = append(pairs, "u:"+c.User, c.Amount)
-		amount += c.Amount
+		pairs = append(pairs, "u:"+c.User, shareItem(c.Index, c.Amount))
 	}
 	state, list := s.packetKeys(p.ID)
-	// The state outlives the expiry by the grace and a day, so Refund can
-	// read the fence from it.
-	keep := max(1, time.UnixMilli(p.ExpiresAt).Add(s.cfg.LostStateGrace+24*time.Hour).Sub(s.cfg.Now()).Milliseconds())
 	var left []any // "<draw index>:<fen>", so a claim records which share it took
 	for i, v := range shares {
 		if !taken[i+1] {
-			left = append(left, strconv.Itoa(i+1)+":"+strconv.FormatInt(v, 10))
+			left = append(left, shareItem(i+1, v))
 		}
 	}
-	args := append([]any{p.ExpiresAt, p.Recipient, keep, len(claims), amount, len(left)}, left...)
+	args := append([]any{p.ExpiresAt, p.Recipient, s.keep(p), p.Count, len(left)}, left...)
 	args = append(args, pairs...)
-	if err := createScript.Run(ctx, s.rdb, []string{state, list}, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return err
+	created, err := createScript.Run(ctx, s.rdb, []string{state, list}, args...).Int()
+	if err != nil {
+		return false, err
 	}
-	return nil
+	return created == 1, nil
 }
+
+// keep is how long p's Redis state lives from now (ms): past its expiry by
+// the grace and a day, so that a late refund still finds its claims.
+func (s *Service) keep(p Packet) int64 {
+	return max(1, time.UnixMilli(p.ExpiresAt).Add(s.cfg.LostStateGrace+24*time.Hour).Sub(s.cfg.Now()).Milliseconds())
+}
+
+// shareItem is how Redis holds a share: "<draw index>:<fen>".
+func shareItem(index int, fen int64) string {
+	return strconv.Itoa(index) + ":" + strconv.FormatInt(fen, 10)
+}
+
+// drawn returns p's shares as drawn at send, in draw order.
+func (p Packet) drawn() ([]int64, error) {
+	var shares []int64
+	if err := json.Unmarshal([]byte(p.Shares), &shares); err != nil || len(shares) != p.Count {
+		return nil, fmt.Errorf("redpacket: packet %d has unreadable shares (%d of %d): %v", p.ID, len(shares), p.Count, err)
+	}
+	return shares, nil
+}
+
 func (s *Service) byRequest(ctx context.Context, sh shard.Shard, sender, request string) (Packet, error) {
 	var p Packet
 	err := sh.DB.GetContext(ctx, &p, packetSelect+sh.Table+` WHERE sender = ? AND request_id = ?`, sender, request)
@@ -233,8 +253,8 @@ func (s *Service) byRequest(ctx context.Context, sh shard.Shard, sender, request
 
 // Get returns packet id from its shard (the hot tables, then the archive).
 func (s *Service) Get(ctx context.Context, id int64) (Packet, error) {
-	if id <= 0 {
-		return Packet{}, fmt.Errorf("%w: packet %d", ErrInvalid, id)
+	if err := validPacket(id); err != nil {
+		return Packet{}, err
 	}
 	sh := s.shardOfPacket(id)
 	return s.load(ctx, sh.DB, sh, id)

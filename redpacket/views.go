@@ -23,6 +23,9 @@ type Claim struct {
 
 // Claims lists the claims of a packet recorded in SQL, in draw order.
 func (s *Service) Claims(ctx context.Context, packet int64) ([]Claim, error) {
+	if err := validPacket(packet); err != nil {
+		return nil, err
+	}
 	sh := s.shardOfPacket(packet)
 	var out []Claim
 	for _, table := range []string{gene.Sibling(sh, "rp_claims"), gene.Sibling(sh, "rp_claims_archive")} {
