@@ -11,6 +11,13 @@
 //     lock) for the next millisecond when 4096 ids were taken in one: a node
 //     tops out near 4M ids/s by design. Close cancels and waits for a
 //     background renewal of the reservation.
+//   - Node leases: LeaseNode hands a process a snowflake node id from a pool
+//     (0..1023 or a configured range) kept in SQL (SQLNodeStore, a row per
+//     id, every change a conditional UPDATE) or Redis (RedisNodeStore, one
+//     hash per pool, a script per operation), as Leaf (ZooKeeper), Baidu's
+//     uid-generator (a row per start) and sonyflake (the IP) assign worker
+//     ids automatically. SnowflakeConfig.Node takes the lease; Next fails
+//     with ErrLeaseLost once it is no longer valid. See "Node leases" below.
 //   - Base62: EncodeBase62 / DecodeBase62 over 0-9A-Za-z; decoding rejects
 //     empty input, foreign characters and values above 2^64-1.
 //   - Segment ("号段", Meituan Leaf's segment mode): ranges of ids leased from
@@ -43,7 +50,64 @@
 // Redis failover can lose an INCRBY and repeat a range; SQLSource is the
 // default choice where ids must never repeat.
 //
-// Databases (SQLSource): MySQL 8 / MariaDB 10.6+ ("mysql" driver) or SQLite
+// # Node leases
+//
+// What a lease guarantees, with a store that keeps what it acknowledged (SQL
+// on a durable database; Redis without a failover that loses writes): no two
+// holders hold one id at once, so leased snowflakes never issue one id
+// twice. Expiry is decided on the store's clock only (Redis TIME, the SQL
+// server's UTC clock), never a holder's: the store grants an id again only
+// when its clock has passed the last lease's expiry (or release) plus
+// Margin. A holder measures its lease on its own monotonic clock from before
+// it sent the grant or renewal, and gives up at 95% of TTL — before the
+// store's expiry, since the store read its clock after the request left, and
+// even if its clock runs up to 5% slow. A holder that cannot renew
+// (partitioned, paused, its store down) so stops issuing ids before anyone
+// else can be granted its id; Next then returns ErrLeaseLost, and the
+// process takes a new lease (a new id) when it wants to go on. Each grant of
+// an id carries a fencing token, max(previous token + 1, store's time in
+// ms), so the later of two holders of an id has the larger token; a process
+// that writes somewhere on behalf of its node id can hand the token along
+// and have stale holders refused there. Close releases the lease (the id is
+// free Margin later) and stops the renewal goroutine; a grant retried after
+// a lost reply finds the lease it made (the holder is a random string per
+// LeaseNode call), so it takes one id.
+//
+// The Margin covers clock skew, not only expiry: a snowflake stamps ids with
+// its host's wall clock, so the next holder of an id, if its clock is behind
+// the last holder's, could repeat the last holder's final milliseconds.
+// Choose Margin above the largest wall-clock difference you tolerate between
+// hosts (NTP keeps it to milliseconds; 5 s, the default, is generous) plus
+// any step of the store's clock; or give each snowflake a Checkpoint keyed
+// by node id (NewRedisCheckpoint(rdb, "…:node:"+id)), which makes the next
+// holder wait for its clock to pass what the last one reserved, whatever the
+// skew. Choose TTL as the longest store outage or process pause a holder
+// should survive without losing its id (default 10 s, renewed every TTL/3);
+// a lost lease costs a new id, never a duplicate. A holder whose clock is
+// stepped does not matter: its deadline runs on the monotonic clock.
+//
+// What a store failover can do: a Redis failover that loses the last grant
+// of an id (asynchronous replication) can grant it again while its first
+// holder still runs. Tokens stay distinct (the new grant's token is the new
+// master's time in ms, beyond the lost one unless that clock is behind), and
+// the first holder's next renewal is refused because its holder string no
+// longer matches, so it stops — but the two overlap for up to RenewEvery
+// plus one round trip, and in that window both issue ids from one node id.
+// That is the limit: where a duplicate must never happen, use SQLNodeStore
+// on a database that does not lose committed rows, or a Redis whose writes
+// survive failover (WAIT on replicas, appendfsync always); a Margin does not
+// help against lost state.
+//
+// Detecting a duplicate node at run time: a leased node checks it cheaply,
+// one round trip every RenewEvery — a renewal is refused as soon as the
+// store's record names another holder, and the holder stops within the TTL.
+// A node id assigned by configuration (SnowflakeConfig.NodeID) cannot be
+// checked for free: the store knows nothing of it unless each process
+// writes there, and that periodic write is exactly a lease; detecting
+// duplicate ids after the fact would need every issued id compared. Use a
+// lease.
+//
+// Databases (SQLSource, SQLNodeStore): MySQL 8 / MariaDB 10.6+ ("mysql" driver) or SQLite
 // ("sqlite", modernc.org/sqlite, one connection per pool). The package links
 // neither driver.
 //

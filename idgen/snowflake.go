@@ -43,8 +43,15 @@ type Checkpoint interface {
 type SnowflakeConfig struct {
 	// NodeID identifies this process among all live generators: 0..1023,
 	// assigned by configuration (not derived from an IP address, where
-	// collisions are common). Required to be unique; nothing here checks it.
+	// collisions are common). Required to be unique; nothing here checks it:
+	// use Node instead to have it leased and checked.
 	NodeID int64
+	// Node, when set, supplies the node id from a lease (NodeID must then be
+	// zero or the lease's id), and Next fails with ErrLeaseLost from the
+	// moment the lease is no longer valid, so that an id lost to another
+	// process is never used by two at once. The Snowflake does not close
+	// it.
+	Node *NodeLease
 	// Checkpoint, when set, makes ids unique across restarts even if the
 	// clock went back: the node reserves Lease of time ahead in it before
 	// issuing ids from that time. Nil means the caller vouches for the clock.
@@ -90,6 +97,15 @@ var newNodeMu sync.Mutex
 // loads the previous reservation, waits for the clock to pass it (up to
 // MaxClockWait) and saves a new one.
 func NewSnowflake(ctx context.Context, cfg SnowflakeConfig) (*Snowflake, error) {
+	if cfg.Node != nil {
+		if cfg.NodeID != 0 && cfg.NodeID != cfg.Node.ID() {
+			return nil, fmt.Errorf("%w: NodeID %d and leased node %d", ErrNodeID, cfg.NodeID, cfg.Node.ID())
+		}
+		if !cfg.Node.Valid() {
+			return nil, fmt.Errorf("%w: node %d", ErrLeaseLost, cfg.Node.ID())
+		}
+		cfg.NodeID = cfg.Node.ID()
+	}
 	if cfg.NodeID < 0 || cfg.NodeID > MaxNodeID {
 		return nil, fmt.Errorf("%w: %d", ErrNodeID, cfg.NodeID)
 	}
@@ -161,7 +177,9 @@ func (s *Snowflake) reserve(ctx context.Context, atMs int64) error {
 	return nil
 }
 
-// Next returns a new id, or ErrClosed after Close. Without a Checkpoint it
+// Next returns a new id, or ErrClosed after Close, or ErrLeaseLost once
+// the Node lease is no longer valid (checked after the id is made, so no id
+// leaves that was made after the lease ended). Without a Checkpoint it
 // never fails otherwise. With one, it extends the reservation in the
 // background half-way through a lease and waits for it only when ids would
 // outrun it (the checkpoint store is slower than Lease/2).
@@ -170,6 +188,9 @@ func (s *Snowflake) Next(ctx context.Context) (int64, error) {
 		return 0, ErrClosed
 	}
 	id := s.node.Generate().Int64()
+	if s.cfg.Node != nil && !s.cfg.Node.Valid() {
+		return 0, fmt.Errorf("%w: node %d", ErrLeaseLost, s.cfg.NodeID)
+	}
 	ms := id >> snowflakeTShift
 	if ms < s.renewAtMs.Load() {
 		return id, nil

@@ -1,0 +1,17 @@
+-- Release a node lease now, on the server's clock: the id is free once the
+-- margin has passed from now. The token stays, so later grants exceed it.
+-- KEYS[1] the pool: a hash of node id → "token expires_ms holder"
+-- ARGV[1] node id, ARGV[2] token, ARGV[3] holder
+-- Returns 1 when the lease was held and is now ended, else 0. Idempotent.
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if not v then
+  return 0
+end
+local tok, exp, holder = string.match(v, '^(%d+) (%d+) (.*)$')
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if tok ~= ARGV[2] or holder ~= ARGV[3] or now >= tonumber(exp) then
+  return 0
+end
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%s %d %s', tok, now, holder))
+return 1
