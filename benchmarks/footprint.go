@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -38,12 +39,19 @@ func withFootprint(m Measurement, records func(ctx context.Context, node *redis.
 	return m
 }
 
+// errNoMemoryUsage is why nothing is sampled on miniredis, in words for the
+// report: it implements no MEMORY USAGE.
+var errNoMemoryUsage = errors.New("miniredis cannot say how much memory a key takes (it has no MEMORY USAGE)")
+
 // redisFootprint sums MEMORY USAGE (every element sampled) over the keys
 // under ns for which records counts any, on every primary: the records'
 // own keys, their encodings' overhead and the key names a real deployment
 // also pays, without the measurement's other keys (outbox streams,
 // request ids).
 func redisFootprint(ctx context.Context, r *devstack.Redis, ns string, records func(ctx context.Context, node *redis.Client, typ, key string) (int64, error)) (Footprint, error) {
+	if r.Kind == devstack.Miniredis {
+		return Footprint{}, errNoMemoryUsage
+	}
 	var (
 		mu sync.Mutex
 		f  = Footprint{How: "MEMORY USAGE … SAMPLES 0 of the records' keys"}

@@ -14,7 +14,15 @@
 //	go run ./benchmarks -scenario benchmarks/examples.json   # your own system
 //	go run ./benchmarks -only rank.add,order.create          # a subset
 //	go run ./benchmarks -html report.html                    # and a page with charts
-//	go run ./benchmarks -soak 10m -redis … -mysql …          # faults, then invariants
+//	go run ./benchmarks -write-reference benchmarks/reference.json -duration 2s \
+//	    -redis 127.0.0.1:6379 -mysql 'root@tcp(127.0.0.1:3306)/'   # the reference profile
+//
+// A measurement made on an embedded stand-in (miniredis, SQLite) sizes its
+// loads from the reference profile (reference.json, embedded in the binary:
+// the same measurements made on real servers), labelled as such, with the
+// stand-in's own figure beside it. The soak under faults is a separate
+// command, go run ./benchmarks/soak, so that this binary does not link the
+// fault proxies.
 //
 // It exits 1 when a measurement fails or the run is interrupted, 2 for bad
 // flags or a bad scenario file.
@@ -61,23 +69,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	utilisation := fs.Float64("utilisation", 0.6, "share of a node's measured throughput to plan for (0 < u ≤ 1); the rest is headroom")
 	scenarioArg := fs.String("scenario", "", "plan the scenarios in this JSON `file` (schema in README.md) instead of the seeds'; runs only the measurements they name")
 	onlyArg := fs.String("only", "", "run only these comma-separated `measurements`, and plan only the loads they size")
-	allowEmbedded := fs.Bool("allow-embedded", false, "size machines from measurements made on embedded stand-ins (miniredis, SQLite) too")
+	allowEmbedded := fs.Bool("allow-embedded", false, "size machines from measurements made on embedded stand-ins (miniredis, SQLite) instead of the reference profile")
+	referenceArg := fs.String("reference", "", "size loads measured on embedded stand-ins from this reference profile `file` (default: the embedded benchmarks/reference.json)")
+	writeRef := fs.String("write-reference", "", "run every measurement on real servers (needs -mysql; Redis may be spawned) and write them as a reference profile to this `file`")
 	htmlArg := fs.String("html", "", "also write the plan as a self-contained HTML `file` with latency charts, rerunning "+
 		strings.Join(sweepOps, " and ")+" (when selected) at "+fmt.Sprint(sweepWorkers)+" workers, rank Top by shards (with rank.add) and a post's fan-out by followers (with feed.read)")
-	soak := fs.Duration("soak", 0, "instead of measuring, drive rank, signin, shortlink, seckill, feed and hotlist for this long (10s..24h) through fault proxies with faults injected at random, then check their invariants and report goroutine and heap growth")
-	soakRate := fs.Int("soak-rate", 100, "operations per second per block under -soak (1..10000)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	switch {
-	case *soak != 0 && (*soak < 10*time.Second || *soak > 24*time.Hour):
-		fmt.Fprintf(stderr, "benchmarks: -soak %v is outside 10s..24h\n", *soak)
+	case *writeRef != "" && *mysqlArg == "":
+		fmt.Fprintln(stderr, "benchmarks: -write-reference needs real servers: name -mysql (and -redis, or have redis-server on PATH)")
 		return 2
-	case *soakRate < 1 || *soakRate > 10000:
-		fmt.Fprintf(stderr, "benchmarks: -soak-rate %d is outside 1..10000\n", *soakRate)
+	case *writeRef != "" && (*onlyArg != "" || *scenarioArg != "" || *referenceArg != "" || *allowEmbedded):
+		fmt.Fprintln(stderr, "benchmarks: -write-reference runs every measurement (no -only, -scenario, -reference or -allow-embedded)")
 		return 2
-	case *soak != 0 && (*asJSON || *htmlArg != "" || *onlyArg != "" || *scenarioArg != ""):
-		fmt.Fprintln(stderr, "benchmarks: -soak runs alone (no -json, -html, -only or -scenario)")
+	case *allowEmbedded && *referenceArg != "":
+		fmt.Fprintln(stderr, "benchmarks: -allow-embedded sizes from the stand-ins' own figures; -reference names a profile to size from instead: give one")
 		return 2
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "benchmarks: unexpected arguments %q (flags only; see -h)\n", fs.Args())
@@ -94,11 +102,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "benchmarks:", err)
 		return 2
 	}
-	if *soak != 0 {
-		redis.SetLogger(quiet{})
-		env := &Env{RedisAddr: *redisArg, MySQLDSN: *mysqlArg}
-		defer env.Close()
-		return runSoak(ctx, env, *soak, *soakRate, stdout, stderr)
+	var ref *Reference // none while writing one: the run is on real servers
+	if *writeRef == "" && !*allowEmbedded {
+		if ref, err = loadReference(*referenceArg); err != nil {
+			fmt.Fprintln(stderr, "benchmarks: -reference:", err)
+			return 2
+		}
 	}
 	var page *pageFile
 	if *htmlArg != "" {
@@ -110,10 +119,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	redis.SetLogger(quiet{})
 
-	fmt.Fprintf(stderr, "casebook capacity harness: %d measurements, %v each; opening backends (Redis %s, SQL %s)…\n",
-		len(ms), *duration, orDefault(*redisArg, "spawned or embedded"), orDefault(redactDSN(*mysqlArg), "SQLite"))
 	env := &Env{RedisAddr: *redisArg, MySQLDSN: *mysqlArg}
 	defer env.Close()
+	fmt.Fprintf(stderr, "casebook capacity harness: %d measurements, %v each. %s\n", len(ms), *duration, env.Opened(ctx))
+	if missing := ref.missing(ms); len(missing) > 0 {
+		fmt.Fprintf(stderr, "benchmarks: the reference profile %s has no %s: on an embedded stand-in their loads are not sized\n",
+			ref.Source, strings.Join(missing, ", "))
+	}
 	prog := newProgress(stderr)
 	results := measureAll(ctx, env, ms, *duration, prog)
 	var sweeps []Sweep
@@ -124,7 +136,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "benchmarks: interrupted; no plan")
 		return 1
 	}
-	plan := makePlan(scenarios, results, *utilisation, *allowEmbedded)
+	if *writeRef != "" {
+		if err := writeReference(ctx, *writeRef, env, results, *duration, referenceCommand(*writeRef, *duration, *redisArg, *mysqlArg)); err != nil {
+			fmt.Fprintln(stderr, "benchmarks:", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "benchmarks: wrote the reference profile %s (%d measurements)\n", *writeRef, len(results))
+	}
+	plan := makePlan(scenarios, results, *utilisation, ref)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -198,14 +217,17 @@ func selection(scenarioFile, only string) ([]Measurement, []Scenario, error) {
 	return ms, sized, nil
 }
 
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
+// referenceCommand is the command line that writes a profile like this one,
+// with any password in the DSN hidden.
+func referenceCommand(path string, d time.Duration, redisAddr, dsn string) string {
+	cmd := "go run ./benchmarks -write-reference " + path + " -duration " + d.String()
+	if redisAddr != "" {
+		cmd += " -redis " + redisAddr
 	}
-	return s
+	return cmd + " -mysql '" + redactDSN(dsn) + "'"
 }
 
-// redactDSN hides a password in a DSN for the progress line.
+// redactDSN hides a password in a DSN.
 func redactDSN(dsn string) string {
 	user, rest, ok := strings.Cut(dsn, "@")
 	if name, _, hasPass := strings.Cut(user, ":"); ok && hasPass {

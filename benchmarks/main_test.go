@@ -4,20 +4,29 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // Bad arguments exit 2 and say why, before any backend is opened.
 func TestBadArguments(t *testing.T) {
+	t.Setenv("CASEBOOK_MYSQL_DSN", "") // -write-reference without -mysql
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"date": "2026-12-01", "unknown": 1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{"-duration", "0"}, {"-duration", "-1s"}, {"-duration", "11m"}, {"-duration", "soon"},
 		{"extra"}, {"-json", "plan.json"}, {"-nope"},
 		{"-utilisation", "0"}, {"-utilisation", "1.5"}, {"-utilisation", "NaN"},
 		{"-html", "/nonexistent-dir/r.html"}, {"-html", t.TempDir()},
-		{"-soak", "1s"}, {"-soak", "25h"}, {"-soak", "10s", "-json"}, {"-soak", "10s", "-only", "rank.add"},
-		{"-soak", "10s", "-soak-rate", "0"},
+		{"-soak", "10s"}, // moved to go run ./benchmarks/soak
+		{"-write-reference", "ref.json"}, {"-write-reference", "ref.json", "-mysql", "x@tcp(h)/", "-only", "rank.add"},
+		{"-reference", "/nonexistent/ref.json"}, {"-reference", bad}, {"-allow-embedded", "-reference", bad},
 	} {
 		var out, errs bytes.Buffer
 		if code := run(context.Background(), args, &out, &errs); code != 2 {
@@ -65,15 +74,188 @@ func TestInterruptedRunFails(t *testing.T) {
 	}
 }
 
-// Measurements made on embedded stand-ins size nothing unless allowed.
-func TestEmbeddedFallbackNotSized(t *testing.T) {
-	results := []Result{{Name: "rank.add", Tier: TierRedis, PerSec: 1e5, Fallback: true}}
+// testReference is a profile as -write-reference writes one.
+func testReference(ms ...Result) *Reference {
+	ref := &Reference{Date: "2026-12-01", Machine: Machine{Cores: 2, CPU: "test CPU"}, Source: "test.json", Measurements: ms}
+	ref.Versions.Redis, ref.Versions.MySQL = "7.0.15", "10.11.19-MariaDB-0+deb12u1"
+	return ref
+}
+
+// A measurement made on an embedded stand-in sizes from the reference
+// profile's figure, labelled, with its own beside it; -allow-embedded
+// (no profile) sizes from the stand-in's figure, saying so.
+func TestEmbeddedSizedFromReference(t *testing.T) {
+	results := []Result{{Name: "rank.add", Tier: TierRedis, PerSec: 1e5, Backend: "miniredis", Fallback: true}}
 	s := []Scenario{{Name: "x", Sizings: []Sizing{{What: "w", Peak: 2e5, Measurement: "rank.add"}}, Replication: defaultReplication}}
-	if m := makePlan(s, results, 1, false).Scenarios[0].Sizings[0]; m.Size != nil || !strings.Contains(m.Note, "embedded") {
-		t.Fatalf("fallback sized: %+v", m)
+	ref := testReference(Result{Name: "rank.add", Tier: TierRedis, PerSec: 3e4, ServerPerSec: 5e4})
+	plan := makePlan(s, results, 1, ref)
+	m := plan.Scenarios[0].Sizings[0]
+	if m.Size == nil || m.Size.Primaries != 4 || m.Basis != BasisReference || m.PerNode != 5e4 || m.LivePerSec != 1e5 {
+		t.Fatalf("sized from the reference: %+v", m)
 	}
-	if m := makePlan(s, results, 1, true).Scenarios[0].Sizings[0]; m.Size == nil || m.Size.Machines != 4 {
+	for _, want := range []string{"(50,000/s per core of server CPU × 100%)", "(reference: Redis 7.0.15 on 2 cores, 2026-12-01; live on miniredis: 100k/s, not the basis)"} {
+		if !strings.Contains(m.Arithmetic, want) {
+			t.Errorf("arithmetic %q lacks %q", m.Arithmetic, want)
+		}
+	}
+	if plan.Reference == nil || plan.Reference.Date != "2026-12-01" || len(plan.Reference.Missing) != 0 {
+		t.Errorf("plan's reference: %+v", plan.Reference)
+	}
+	var page bytes.Buffer
+	if err := plan.WriteHTML(&page, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<p class="model" id="reference">Reference profile: loads measured here on embedded stand-ins are sized from test.json`,
+		`<td class="basis">reference: Redis 7.0.15 on 2 cores, 2026-12-01</td>`} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("HTML report lacks %q", want)
+		}
+	}
+	if m := makePlan(s, results, 1, nil).Scenarios[0].Sizings[0]; m.Size == nil || m.Size.Primaries != 2 || m.Basis != BasisMeasured ||
+		!strings.Contains(m.Arithmetic, "embedded stand-in miniredis, by -allow-embedded") {
 		t.Fatalf("-allow-embedded: %+v", m)
+	}
+	results[0].Fallback = false
+	if m := makePlan(s, results, 1, ref).Scenarios[0].Sizings[0]; m.Size == nil || m.Size.Primaries != 2 || m.Basis != BasisMeasured || m.Reference != "" {
+		t.Fatalf("real server: %+v", m)
+	}
+}
+
+// A profile lacking a measurement leaves its loads unsized on a stand-in,
+// saying which profile lacks what, rather than sizing them from nothing.
+func TestReferenceMissingMeasurement(t *testing.T) {
+	results := []Result{
+		{Name: "rank.add", Tier: TierRedis, PerSec: 1e5, Backend: "miniredis", Fallback: true},
+		{Name: "order.create", Tier: TierMySQL, PerSec: 100, Backend: "sqlite", Fallback: true},
+	}
+	s := []Scenario{{Name: "x", Replication: defaultReplication, Sizings: []Sizing{
+		{What: "w", Peak: 2e5, Measurement: "rank.add"}, {What: "o", Peak: 500, Measurement: "order.create"}}}}
+	plan := makePlan(s, results, 1, testReference(Result{Name: "order.create", Tier: TierMySQL, PerSec: 1000}))
+	rank, order := plan.Scenarios[0].Sizings[0], plan.Scenarios[0].Sizings[1]
+	if rank.Size != nil || rank.PerNode != 0 || !strings.Contains(rank.Note, "not sized: rank.add ran on an embedded stand-in (miniredis), and the reference profile test.json has no rank.add") {
+		t.Errorf("missing from the profile: %+v", rank)
+	}
+	if order.Size == nil || order.Size.Primaries != 1 || !strings.Contains(order.Arithmetic, "reference: MariaDB 10.11.19 on 2 cores, 2026-12-01") {
+		t.Errorf("in the profile: %+v", order)
+	}
+	if got := plan.Reference.Missing; !slices.Equal(got, []string{"rank.add"}) {
+		t.Errorf("plan says the profile misses %v", got)
+	}
+	var out bytes.Buffer
+	if err := plan.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "it has no rank.add (their loads are not sized)") {
+		t.Errorf("report's head does not say what the profile lacks:\n%s", out.String())
+	}
+}
+
+// The same through the command: a -reference file without a measurement
+// is said on stderr and in the sizing, on miniredis and SQLite.
+func TestReferenceFileMissingMeasurement(t *testing.T) {
+	embeddedOnly(t)
+	ref, err := loadReference("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref.Measurements = slices.DeleteFunc(ref.Measurements, func(r Result) bool { return r.Name == "rank.add" })
+	path := filepath.Join(t.TempDir(), "partial.json")
+	b, _ := json.Marshal(ref)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), []string{"-reference", path, "-only", "rank.add", "-duration", "10ms", "-json"}, &out, &errs); code != 0 {
+		t.Fatalf("exit %d; stderr: %s", code, errs.String())
+	}
+	if !strings.Contains(errs.String(), "the reference profile "+path+" has no rank.add") {
+		t.Errorf("stderr does not say what the profile lacks: %s", errs.String())
+	}
+	var plan Plan
+	if err := json.Unmarshal(out.Bytes(), &plan); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range plan.Scenarios {
+		for _, z := range s.Sizings {
+			if z.Size != nil || !strings.Contains(z.Note, "has no rank.add") {
+				t.Errorf("%s / %s: %+v", s.Name, z.What, z)
+			}
+		}
+	}
+}
+
+// embeddedOnly makes the run's backends miniredis and SQLite: no server
+// named, no redis-server on PATH.
+func embeddedOnly(t *testing.T) {
+	t.Helper()
+	t.Setenv("CASEBOOK_REDIS_ADDR", "")
+	t.Setenv("CASEBOOK_MYSQL_DSN", "")
+	t.Setenv("PATH", t.TempDir())
+}
+
+// A run on miniredis and SQLite sizes every load, each from the reference
+// profile (labelled) or from a measurement that needs no server; storage
+// lines carry no error text; the first line names the backends opened.
+func TestEmbeddedRunSizesEveryLoad(t *testing.T) {
+	embeddedOnly(t)
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), []string{"-json", "-duration", "10ms"}, &out, &errs); code != 0 {
+		t.Fatalf("exit %d; stderr: %s", code, errs.String())
+	}
+	first, _, _ := strings.Cut(errs.String(), "\n")
+	if !strings.Contains(first, "Redis: in-process miniredis on 127.0.0.1:") || !strings.Contains(first, "SQL: SQLite file ") {
+		t.Errorf("first line does not name the backends opened: %q", first)
+	}
+	var plan Plan
+	if err := json.Unmarshal(out.Bytes(), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if plan.Reference == nil || len(plan.Reference.Missing) > 0 {
+		t.Fatalf("plan's reference: %+v", plan.Reference)
+	}
+	byName := map[string]Result{}
+	for _, r := range plan.Measurements {
+		byName[r.Name] = r
+	}
+	sized := 0
+	for _, s := range plan.Scenarios {
+		for _, z := range s.Sizings {
+			r := byName[z.Measurement]
+			switch {
+			case z.Size == nil:
+				t.Errorf("%s / %s not sized: %s", s.Name, z.What, z.Note)
+			case r.Fallback && (z.Basis != BasisReference || !strings.Contains(z.Arithmetic, "(reference: ") || !(z.LivePerSec > 0)):
+				t.Errorf("%s / %s, measured on %s: basis %q, arithmetic %q, live %g", s.Name, z.What, r.Backend, z.Basis, z.Arithmetic, z.LivePerSec)
+			case !r.Fallback && z.Basis != BasisMeasured:
+				t.Errorf("%s / %s, measured on %s: basis %q", s.Name, z.What, r.Backend, z.Basis)
+			}
+			if r.Fallback {
+				sized++
+			}
+		}
+		for _, st := range s.Storage {
+			if strings.Contains(st.Note, "ERR") || st.MeasuredBy != "" && st.Basis != BasisReference {
+				t.Errorf("%s / %s: basis %q, note %q", s.Name, st.What, st.Basis, st.Note)
+			}
+		}
+	}
+	if sized < 13 {
+		t.Errorf("%d loads on stand-ins sized from the reference, want every one of them (13 or more)", sized)
+	}
+}
+
+// The shipped profile parses, holds every measurement the harness knows,
+// each made on a real server, and says what made it.
+func TestShippedReference(t *testing.T) {
+	ref, err := loadReference("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missing := ref.missing(measurements()); len(missing) > 0 {
+		t.Errorf("benchmarks/reference.json lacks %v: regenerate it with %s", missing, ref.Command)
+	}
+	if !strings.Contains(ref.Command, "-write-reference") || ref.Machine.CPU == "" || ref.Versions.Go == "" {
+		t.Errorf("profile does not say how and where it was made: %+v", ref)
 	}
 }
 
@@ -92,7 +274,7 @@ func TestSizingArithmetic(t *testing.T) {
 		Storage: []Storage{{What: "orders", PerDay: 1e6, RetentionDays: 365, BytesPerRecord: 1000, On: TierMySQL}},
 	}}
 	var out bytes.Buffer
-	if err := makePlan(s, results, 0.6, false).WriteText(&out); err != nil {
+	if err := makePlan(s, results, 0.6, nil).WriteText(&out); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -110,30 +292,40 @@ func TestSizingArithmetic(t *testing.T) {
 	}
 }
 
-// Storage takes its bytes per record from the measurement's footprint when
-// it has a usable one, and says so; otherwise the stated figure, and why.
+// Storage takes its bytes per record from this run's footprint on a real
+// server, else the reference profile's (labelled), else the stated figure,
+// and says which and why in words.
 func TestStorageFromFootprint(t *testing.T) {
 	fp := &Footprint{Records: 2000, Bytes: 300000, How: "MEMORY USAGE"}
+	ref := testReference(Result{Name: "signin.sign", Tier: TierRedis, PerSec: 1, Footprint: &Footprint{Records: 1000, Bytes: 50000, How: "MEMORY USAGE"}})
+	empty := testReference()
 	st := []Storage{{What: "bitmaps", Records: 1e6, BytesPerRecord: 46, On: TierRedis, MeasuredBy: "signin.sign"}}
+	noMemory := Result{Name: "signin.sign", Backend: "miniredis", Fallback: true, FootprintErr: errNoMemoryUsage.Error()}
 	for _, c := range []struct {
-		name     string
-		result   Result
-		embedded bool
-		perRec   float64
-		note     string
+		name   string
+		result Result
+		ref    *Reference
+		perRec float64
+		basis  string
+		note   string
 	}{
-		{"measured", Result{Name: "signin.sign", Footprint: fp}, false, 150, "measured by signin.sign: 300,000 B over 2,000 records (MEMORY USAGE); stated 46.0 B"},
-		{"embedded refused", Result{Name: "signin.sign", Footprint: fp, Fallback: true}, false, 46, "ran on an embedded stand-in"},
-		{"embedded allowed", Result{Name: "signin.sign", Footprint: fp, Fallback: true}, true, 150, "measured by signin.sign"},
-		{"sampling failed", Result{Name: "signin.sign", FootprintErr: "no records stored"}, false, 46, "as stated: no records stored"},
+		{"measured", Result{Name: "signin.sign", Footprint: fp}, ref, 150, BasisMeasured, "measured by signin.sign: 300,000 B over 2,000 records (MEMORY USAGE); stated 46.0 B"},
+		{"embedded, from the reference", Result{Name: "signin.sign", Backend: "spawned", Footprint: fp, Fallback: true}, ref, 50, BasisReference,
+			"measured by signin.sign: 50,000 B over 1,000 records (MEMORY USAGE), reference: Redis 7.0.15 on 2 cores, 2026-12-01; stated 46.0 B — this run's: signin.sign ran on an embedded stand-in (spawned)"},
+		{"embedded, -allow-embedded", Result{Name: "signin.sign", Backend: "spawned", Footprint: fp, Fallback: true}, nil, 150, BasisMeasured, "on the embedded stand-in spawned, by -allow-embedded"},
+		{"embedded, not in the reference", Result{Name: "signin.sign", Backend: "spawned", Footprint: fp, Fallback: true}, empty, 46, BasisStated,
+			"bytes per record as stated: signin.sign ran on an embedded stand-in (spawned), and the reference profile has no footprint of signin.sign"},
+		{"miniredis, from the reference", noMemory, ref, 50, BasisReference, "this run's: miniredis cannot say how much memory a key takes (it has no MEMORY USAGE)"},
+		{"miniredis, -allow-embedded", noMemory, nil, 46, BasisStated, "as stated: miniredis cannot say how much memory a key takes"},
+		{"sampling failed", Result{Name: "signin.sign", FootprintErr: "no records stored"}, nil, 46, BasisStated, "as stated: no records stored"},
 	} {
-		p := makePlan([]Scenario{{Name: "s", Replication: Replication{Redis: 1}, Storage: st}}, []Result{c.result}, 0.6, c.embedded)
+		p := makePlan([]Scenario{{Name: "s", Replication: Replication{Redis: 1}, Storage: st}}, []Result{c.result}, 0.6, c.ref)
 		got := p.Scenarios[0].Storage[0]
-		if got.BytesPerRecord != c.perRec || got.Bytes != 1e6*c.perRec || got.TotalBytes != 2e6*c.perRec || !strings.Contains(got.Note, c.note) {
-			t.Errorf("%s: %g B/record, %g B, %g B in all, note %q; want %g B/record, note with %q", c.name,
-				got.BytesPerRecord, got.Bytes, got.TotalBytes, got.Note, c.perRec, c.note)
+		if got.BytesPerRecord != c.perRec || got.Bytes != 1e6*c.perRec || got.TotalBytes != 2e6*c.perRec || got.Basis != c.basis || !strings.Contains(got.Note, c.note) {
+			t.Errorf("%s: %g B/record, %g B, %g B in all, basis %q, note %q; want %g B/record, basis %q, note with %q", c.name,
+				got.BytesPerRecord, got.Bytes, got.TotalBytes, got.Basis, got.Note, c.perRec, c.basis, c.note)
 		}
-		if (got.Measured != nil) != (c.perRec == 150) || got.Measured != nil && got.StatedBytesPerRecord != 46 {
+		if (got.Measured != nil) != (c.basis != BasisStated) || got.Measured != nil && got.StatedBytesPerRecord != 46 {
 			t.Errorf("%s: measured %+v, stated %g", c.name, got.Measured, got.StatedBytesPerRecord)
 		}
 	}
@@ -146,7 +338,7 @@ func TestJSONSchema(t *testing.T) {
 	t.Setenv("CASEBOOK_REDIS_ADDR", "")
 	t.Setenv("CASEBOOK_MYSQL_DSN", "")
 	var out, errs bytes.Buffer
-	if code := run(context.Background(), []string{"-json", "-duration", "10ms", "-allow-embedded"}, &out, &errs); code != 0 {
+	if code := run(context.Background(), []string{"-json", "-duration", "10ms"}, &out, &errs); code != 0 {
 		t.Fatalf("exit %d; stderr: %s", code, errs.String())
 	}
 	var plan map[string]any
@@ -174,7 +366,8 @@ func TestJSONSchema(t *testing.T) {
 		}
 		return l
 	}
-	has("plan", plan, "model", "utilisation", "measurements", "scenarios")
+	has("plan", plan, "model", "utilisation", "measurements", "scenarios", "reference") // SQLite's measurements size from it
+	has("reference", plan["reference"], "source", "command", "date", "machine", "go", "redis", "mysql", "duration")
 	for _, m := range list("measurements", plan["measurements"]) {
 		r := has("measurement", m, "name", "unit", "tier", "backend", "per_sec", "workers", "latency_us")
 		l := has("latency_us", r["latency_us"], "p50", "p99", "p999", "max")
@@ -206,12 +399,15 @@ func TestJSONSchema(t *testing.T) {
 				continue
 			}
 			sized++
-			has("sizing", z, "tier", "measured_per_sec", "arithmetic")
+			has("sizing", z, "tier", "basis", "measured_per_sec", "arithmetic")
+			if sz["basis"] == BasisReference {
+				has("sizing from the reference", z, "reference", "live_per_sec")
+			}
 			has("size", sz["size"], "exact", "primaries", "replicas", "machines")
 		}
 		if st, ok := sc["storage"]; ok {
 			for _, x := range list("storage", st) {
-				has("storage", x, "what", "bytes_per_record", "on", "bytes", "total_bytes", "arithmetic")
+				has("storage", x, "what", "bytes_per_record", "basis", "on", "bytes", "total_bytes", "arithmetic")
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/casebook-dev/casebook/devstack"
 )
@@ -156,6 +158,70 @@ func (e *Env) SQLs(ctx context.Context) ([]*devstack.SQL, error) {
 	e.sqlsOnce.Do(func() { e.sqls, e.sqlsErr = devstack.Env{MySQLDSN: e.MySQLDSN}.OpenSQLs(ctx, "casebook_bench", 8) })
 	e.sqlFell = e.sqlFell || len(e.sqls) > 0 && e.sqls[0].Kind.Fallback()
 	return e.sqls, e.sqlsErr
+}
+
+// Opened opens Redis and SQL and names what they are, for the run's first
+// line: "Redis: spawned redis-server 7.0.15 on 127.0.0.1:40123; SQL: SQLite
+// file /tmp/…/casebook_bench_1a2b3c.db; Kafka: none (no measurement uses
+// it)". A backend that fails to open is named with its error; the
+// measurements that need it fail with the same.
+func (e *Env) Opened(ctx context.Context) string {
+	redisText := "in-process miniredis"
+	r, err := e.Redis(ctx)
+	switch {
+	case err != nil:
+		redisText = "none (" + err.Error() + ")"
+	case r.Kind == devstack.Miniredis:
+		redisText = "in-process miniredis on " + r.Addrs[0] + " (no redis-server on PATH)"
+	default:
+		version, _ := e.redisVersion(ctx)
+		redisText = strings.TrimSpace(map[devstack.Kind]string{devstack.Spawned: "spawned redis-server", devstack.External: "Redis"}[r.Kind] +
+			" " + version + " on " + strings.Join(r.Addrs, ","))
+	}
+	sqlText := ""
+	switch s, err := e.SQL(ctx); {
+	case err != nil:
+		sqlText = "none (" + err.Error() + ")"
+	case s.Kind == devstack.SQLite:
+		sqlText = "SQLite file " + s.Name
+	default:
+		version, _ := e.sqlVersion(ctx)
+		host := "?"
+		if cfg, err := mysql.ParseDSN(e.MySQLDSN); err == nil {
+			host = cfg.Addr
+		}
+		sqlText = fmt.Sprintf("%s on %s, scratch databases casebook_bench_*", sqlProduct(version), host)
+	}
+	return "Redis: " + redisText + "; SQL: " + sqlText + "; Kafka: none (no measurement uses it)"
+}
+
+// redisVersion is the Redis server's redis_version (INFO server).
+func (e *Env) redisVersion(ctx context.Context) (string, error) {
+	r, err := e.Redis(ctx)
+	if err != nil {
+		return "", err
+	}
+	info, err := r.Client.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("INFO server has no redis_version")
+}
+
+// sqlVersion is the SQL server's SELECT VERSION().
+func (e *Env) sqlVersion(ctx context.Context) (string, error) {
+	s, err := e.SQL(ctx)
+	if err != nil {
+		return "", err
+	}
+	var v string
+	err = s.DB.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v)
+	return v, err
 }
 
 // Close stops and drops what the measurements opened.

@@ -13,13 +13,17 @@ import (
 // model states the sizing arithmetic, in the report and in the JSON.
 const model = "machines = ceil(peak ÷ (measured per-node throughput × utilisation)) primaries, " +
 	"plus each primary's replicas on Redis and MySQL; storage = records × bytes per record × (1 + replicas), " +
-	"bytes per record as measured (MEMORY USAGE of what a measurement stored) where one was, else as stated"
+	"bytes per record as measured (MEMORY USAGE of what a measurement stored) where one was, else as stated; " +
+	"a measurement made on an embedded stand-in is replaced by the reference profile's, made on real servers"
 
 // Plan is the harness's output: measurements, then every scenario with its
 // figures, sizings and storage.
 type Plan struct {
-	Model        string         `json:"model"`
-	Utilisation  float64        `json:"utilisation"`
+	Model       string  `json:"model"`
+	Utilisation float64 `json:"utilisation"`
+	// Reference is the profile that sized the loads measured on embedded
+	// stand-ins; absent when none was (real servers, or -allow-embedded).
+	Reference    *ReferenceInfo `json:"reference,omitempty"`
 	Measurements []Result       `json:"measurements"`
 	Scenarios    []PlanScenario `json:"scenarios"`
 }
@@ -47,8 +51,14 @@ type PlanFigure struct {
 // be sized, and Note says why.
 type PlanSizing struct {
 	Sizing
-	Tier       Tier    `json:"tier,omitempty"`
+	Tier Tier `json:"tier,omitempty"`
+	// Basis says where PerNode comes from: BasisMeasured (this run) or
+	// BasisReference (the profile's, labelled by Reference, the run's own
+	// figure on the stand-in being LivePerSec).
+	Basis      string  `json:"basis,omitempty"`
+	Reference  string  `json:"reference,omitempty"`
 	PerNode    float64 `json:"measured_per_sec,omitempty"`
+	LivePerSec float64 `json:"live_per_sec,omitempty"`
 	Size       *Size   `json:"size,omitempty"`
 	Arithmetic string  `json:"arithmetic,omitempty"`
 	Note       string  `json:"note,omitempty"`
@@ -57,6 +67,11 @@ type PlanSizing struct {
 // PlanStorage is a scenario's data on every copy.
 type PlanStorage struct {
 	Storage
+	// Basis says where BytesPerRecord comes from: BasisMeasured (this
+	// run's footprint), BasisReference (the profile's, labelled by
+	// Reference) or BasisStated.
+	Basis     string `json:"basis"`
+	Reference string `json:"reference,omitempty"`
 	// Measured is the footprint BytesPerRecord was taken from (the stated
 	// figure is then StatedBytesPerRecord); absent when it is as stated.
 	Measured             *Footprint `json:"measured,omitempty"`
@@ -67,15 +82,29 @@ type PlanStorage struct {
 	Note                 string     `json:"note,omitempty"`
 }
 
-// makePlan sizes every scenario against the measurements at utilisation; a
-// measurement made on an embedded stand-in sizes nothing unless
-// allowEmbedded.
-func makePlan(scenarios []Scenario, results []Result, utilisation float64, allowEmbedded bool) Plan {
+// Bases of a sizing or a storage line: what its per-node figure or bytes
+// per record come from.
+const (
+	BasisMeasured  = "measured"  // this run's measurement
+	BasisReference = "reference" // the reference profile's, the measurement having run on a stand-in
+	BasisStated    = "stated"    // storage only: the scenario's stated bytes per record
+)
+
+// makePlan sizes every scenario against the measurements at utilisation. A
+// measurement made on an embedded stand-in sizes from ref's figure for it
+// instead, labelled; with ref nil (-allow-embedded) the stand-in's own
+// figure is the basis.
+func makePlan(scenarios []Scenario, results []Result, utilisation float64, ref *Reference) Plan {
 	byName := map[string]Result{}
+	usesRef := false
 	for _, r := range results {
 		byName[r.Name] = r
+		usesRef = usesRef || r.Fallback
 	}
 	p := Plan{Model: model, Utilisation: utilisation, Measurements: results}
+	if usesRef && ref != nil {
+		p.Reference = ref.info(results)
+	}
 	for _, s := range scenarios {
 		ps := PlanScenario{Name: s.Name, Inputs: s.Inputs, Replication: s.Replication}
 		for _, f := range s.Figures {
@@ -86,17 +115,17 @@ func makePlan(scenarios []Scenario, results []Result, utilisation float64, allow
 			ps.Figures = append(ps.Figures, pf)
 		}
 		for _, z := range s.Sizings {
-			ps.Sizings = append(ps.Sizings, sizeLoad(z, byName, s.Replication, utilisation, allowEmbedded))
+			ps.Sizings = append(ps.Sizings, sizeLoad(z, byName, s.Replication, utilisation, ref))
 		}
 		for _, st := range s.Storage {
-			ps.Storage = append(ps.Storage, storageOf(st, byName, s.Replication, allowEmbedded))
+			ps.Storage = append(ps.Storage, storageOf(st, byName, s.Replication, ref))
 		}
 		p.Scenarios = append(p.Scenarios, ps)
 	}
 	return p
 }
 
-func sizeLoad(z Sizing, byName map[string]Result, repl Replication, utilisation float64, allowEmbedded bool) PlanSizing {
+func sizeLoad(z Sizing, byName map[string]Result, repl Replication, utilisation float64, ref *Reference) PlanSizing {
 	a := PlanSizing{Sizing: z}
 	r, ok := byName[z.Measurement]
 	switch {
@@ -107,26 +136,50 @@ func sizeLoad(z Sizing, byName map[string]Result, repl Replication, utilisation 
 		a.Note = "measurement failed: " + r.Err
 		return a
 	}
+	basis, label := r, ""
+	a.Basis = BasisMeasured
+	if r.Fallback {
+		label = "measured on the embedded stand-in " + r.Backend + ", by -allow-embedded"
+		if ref != nil {
+			refR, ok := ref.lookup(r.Name)
+			if !ok {
+				a.Note = fmt.Sprintf("not sized: %s ran on an embedded stand-in (%s), and the reference profile %s has no %s; "+
+					"name real servers, pass -allow-embedded, or write a complete profile with -write-reference", r.Name, r.Backend, ref.Source, r.Name)
+				return a
+			}
+			basis, label = refR, ref.label(r.Tier)
+			a.Basis, a.Reference, a.LivePerSec = BasisReference, label, perNode(r)
+			label += "; live on " + r.Backend + ": " + formatRate(perNode(r)) + "/s, not the basis"
+		}
+	}
 	// A measurement that reads its server's CPU time is sized by it: the
 	// clients of this run shared the machine with the server.
-	perNode, basis := r.PerSec, ""
-	if r.ServerPerSec > 0 {
-		perNode, basis = r.ServerPerSec, " per core of server CPU"
+	per, unit := basis.PerSec, ""
+	if basis.ServerPerSec > 0 {
+		per, unit = basis.ServerPerSec, " per core of server CPU"
 	}
-	a.Tier, a.PerNode = r.Tier, perNode
-	if r.Fallback && !allowEmbedded {
-		a.Note = "not sized: measured on an embedded stand-in (miniredis/SQLite); name real servers or pass -allow-embedded"
-		return a
-	}
-	size, ok := SizeFor(z.Peak, perNode, utilisation, repl.of(r.Tier))
+	a.Tier, a.PerNode = r.Tier, per
+	size, ok := SizeFor(z.Peak, per, utilisation, repl.of(r.Tier))
 	if !ok {
 		a.Note = "not sized: nothing measured"
 		return a
 	}
 	a.Size = &size
-	a.Arithmetic = fmt.Sprintf("%s/s ÷ (%s/s%s × %s) %s → %s", commas(z.Peak), commas(perNode), basis, percent(utilisation),
+	a.Arithmetic = fmt.Sprintf("%s/s ÷ (%s/s%s × %s) %s → %s", commas(z.Peak), commas(per), unit, percent(utilisation),
 		exact(size.Exact), machinesPhrase(r.Tier, size, repl.of(r.Tier)))
+	if label != "" {
+		a.Arithmetic += " (" + label + ")"
+	}
 	return a
+}
+
+// perNode is what one node of r's tier serves: per core of server CPU where
+// r read it, else the rate this machine served.
+func perNode(r Result) float64 {
+	if r.ServerPerSec > 0 {
+		return r.ServerPerSec
+	}
+	return r.PerSec
 }
 
 func machinesPhrase(t Tier, s Size, perPrimary int) string {
@@ -163,21 +216,40 @@ func exact(x float64) string {
 }
 
 // storageOf sizes st's data on every copy, from the bytes per record its
-// measurement's footprint shows when there is a usable one.
-func storageOf(st Storage, byName map[string]Result, repl Replication, allowEmbedded bool) PlanStorage {
+// measurement's footprint shows when there is a usable one: this run's on
+// a real server, else the reference profile's, else the stated figure.
+func storageOf(st Storage, byName map[string]Result, repl Replication, ref *Reference) PlanStorage {
 	copies := 1 + repl.of(st.On)
-	ps := PlanStorage{Storage: st}
+	ps := PlanStorage{Storage: st, Basis: BasisStated}
 	if r, ok := byName[st.MeasuredBy]; ok && st.MeasuredBy != "" {
+		use := func(f Footprint, basis, label string) {
+			ps.Basis, ps.Measured, ps.StatedBytesPerRecord, ps.BytesPerRecord = basis, &f, st.BytesPerRecord, f.PerRecord()
+			ps.Note = fmt.Sprintf("measured by %s: %s B over %s records (%s)%s; stated %s B", st.MeasuredBy,
+				commas(f.Bytes), commas(f.Records), f.How, label, commas(st.BytesPerRecord))
+		}
+		live := r.Footprint != nil && (!r.Fallback || ref == nil)
+		why := "" // why this run's footprint is not the basis
 		switch {
-		case r.Footprint == nil:
-			ps.Note = "bytes per record as stated: " + cmp.Or(r.FootprintErr, r.Err, "the measurement sampled nothing")
-		case r.Fallback && !allowEmbedded:
-			ps.Note = "bytes per record as stated: " + st.MeasuredBy + " ran on an embedded stand-in"
+		case live && r.Fallback:
+			use(*r.Footprint, BasisMeasured, " on the embedded stand-in "+r.Backend+", by -allow-embedded")
+		case live:
+			use(*r.Footprint, BasisMeasured, "")
+		case r.Footprint != nil:
+			why = st.MeasuredBy + " ran on an embedded stand-in (" + r.Backend + ")"
 		default:
-			f := *r.Footprint
-			ps.Measured, ps.StatedBytesPerRecord, ps.BytesPerRecord = &f, st.BytesPerRecord, f.PerRecord()
-			ps.Note = fmt.Sprintf("measured by %s: %s B over %s records (%s); stated %s B", st.MeasuredBy,
-				commas(f.Bytes), commas(f.Records), f.How, commas(st.BytesPerRecord))
+			why = cmp.Or(r.FootprintErr, r.Err, "the measurement sampled nothing")
+		}
+		if why != "" {
+			if refR, ok := ref.lookup(st.MeasuredBy); ok && refR.Footprint != nil {
+				use(*refR.Footprint, BasisReference, ", "+ref.label(st.On))
+				ps.Reference = ref.label(st.On)
+				ps.Note += " — this run's: " + why
+			} else {
+				ps.Note = "bytes per record as stated: " + why
+				if ref != nil {
+					ps.Note += ", and the reference profile has no footprint of " + st.MeasuredBy
+				}
+			}
 		}
 	}
 	ps.Bytes = ps.Storage.Bytes()
@@ -195,7 +267,11 @@ func storageOf(st Storage, byName map[string]Result, repl Replication, allowEmbe
 // WriteText prints the plan as plain tables.
 func (p Plan) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "SIZING MODEL: %s; utilisation %s.\n\n", model, percent(p.Utilisation))
+	fmt.Fprintf(tw, "SIZING MODEL: %s; utilisation %s.\n", model, percent(p.Utilisation))
+	if p.Reference != nil {
+		fmt.Fprintf(tw, "REFERENCE PROFILE: %s\n", p.Reference.Summary())
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "MEASURED THROUGHPUT (this machine)\t\t\t")
 	fmt.Fprintln(tw, "measurement\tper second\tunit\tbackend\tworkers\tlatency p50\tp99\tp99.9\tmax")
 	byName := map[string]Result{}
@@ -234,6 +310,16 @@ func (p Plan) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%d seed figure(s) flagged: the seed's number does not follow from the seed's inputs (shown side by side above).\n", flagged)
 	}
 	return tw.Flush()
+}
+
+// Summary says what the profile is, for the report's head.
+func (in *ReferenceInfo) Summary() string {
+	s := fmt.Sprintf("loads measured here on embedded stand-ins are sized from %s: Redis %s and %s on %d cores (%s, %s), %s, %s, %s per measurement, made by `%s`",
+		in.Source, in.Redis, sqlProduct(in.MySQL), in.Machine.Cores, in.Machine.CPU, in.Machine.OS, in.Go, in.Date, in.Duration, in.Command)
+	if len(in.Missing) > 0 {
+		s += "; it has no " + strings.Join(in.Missing, ", ") + " (their loads are not sized)"
+	}
+	return s + "."
 }
 
 // rateText is a result's throughput, or its error.

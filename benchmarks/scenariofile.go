@@ -63,14 +63,9 @@ func loadScenarioFile(path string, known []string) ([]Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var f scenarioFile
-	if err := dec.Decode(&f); err != nil {
+	if err := decodeFile(data, &f); err != nil {
 		return nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("trailing data after the JSON object")
 	}
 	if len(f.Scenarios) == 0 {
 		return nil, errors.New(`no "scenarios"`)
@@ -89,6 +84,20 @@ func loadScenarioFile(path string, known []string) ([]Scenario, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// decodeFile decodes a file the harness reads (a scenario file, a reference
+// profile) into v: one JSON value, no field v does not have.
+func decodeFile(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
 }
 
 func (fs fileScenario) scenario(known []string) (Scenario, error) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestSoak runs the soak mode briefly on the test's backends (the real
+// TestSoak runs the soak briefly on the test's backends (the real
 // servers in CI): faults are injected, every block's invariants hold, and
 // the report says so.
 func TestSoak(t *testing.T) {
@@ -17,7 +17,7 @@ func TestSoak(t *testing.T) {
 		t.Skip("a soak takes about a minute")
 	}
 	var out, errs bytes.Buffer
-	code := run(context.Background(), []string{"-soak", "10s", "-soak-rate", "50"}, &out, &errs)
+	code := run(context.Background(), []string{"-duration", "10s", "-rate", "50"}, &out, &errs)
 	t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errs.String())
 	if code != 0 {
 		t.Fatalf("exit %d", code)
@@ -37,5 +37,17 @@ func TestSoak(t *testing.T) {
 	}
 	if injected == 0 || !strings.Contains(out.String(), "goroutines:") || !strings.Contains(out.String(), "live heap:") {
 		t.Errorf("no fault injected, or no growth report")
+	}
+}
+
+// Bad arguments exit 2 and say why, before any backend is opened.
+func TestBadArguments(t *testing.T) {
+	for _, args := range [][]string{
+		{"-duration", "1s"}, {"-duration", "25h"}, {"-rate", "0"}, {"-rate", "10001"}, {"extra"}, {"-json"},
+	} {
+		var out, errs bytes.Buffer
+		if code := run(context.Background(), args, &out, &errs); code != 2 || errs.Len() == 0 || strings.Contains(errs.String(), "blocks at") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and the reason", args, code, errs.String())
+		}
 	}
 }

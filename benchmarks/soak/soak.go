@@ -34,7 +34,7 @@ import (
 	"github.com/casebook-dev/casebook/signin"
 )
 
-// The soak mode (-soak D) drives several blocks at a steady rate for D
+// The soak (-duration D) drives several blocks at a steady rate for D
 // through fault proxies in front of Redis and the SQL server, arming a
 // random fault every few seconds (latency, connection resets, a black hole,
 // lost replies, a lost COMMIT reply), then heals the network, lets the
@@ -86,23 +86,27 @@ type soakFault struct {
 	hold time.Duration
 }
 
-func runSoak(ctx context.Context, env *Env, d time.Duration, rate int, stdout, stderr io.Writer) int {
+// runSoak soaks for d at rate operations a second per block, on the Redis at
+// redisAddr and the MySQL of mysqlDSN (embedded stand-ins when empty).
+func runSoak(ctx context.Context, redisAddr, mysqlDSN string, d time.Duration, rate int, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r, err := env.Redis(ctx)
+	r, err := devstack.OpenRedis(ctx, redisAddr)
 	if err != nil {
-		fmt.Fprintln(stderr, "benchmarks: soak:", err)
+		fmt.Fprintln(stderr, "soak:", err)
 		return 1
 	}
-	sqlb, err := env.SQL(ctx)
+	defer r.Close()
+	sqlb, err := devstack.OpenSQL(ctx, mysqlDSN, "casebook_bench")
 	if err != nil {
-		fmt.Fprintln(stderr, "benchmarks: soak:", err)
+		fmt.Fprintln(stderr, "soak:", err)
 		return 1
 	}
+	defer sqlb.Close()
 	mysql.SetLogger(log.New(io.Discard, "", 0)) // the driver logs every cut connection
 	rp, err := faultproxy.Start(r.Addrs[0])
 	if err != nil {
-		fmt.Fprintln(stderr, "benchmarks: soak:", err)
+		fmt.Fprintln(stderr, "soak:", err)
 		return 1
 	}
 	defer rp.Close()
@@ -115,9 +119,9 @@ func runSoak(ctx context.Context, env *Env, d time.Duration, rate int, stdout, s
 		{"redis black hole", rp.BlackHole, 500 * time.Millisecond},
 		{"redis lost replies (1–4)", func() { rp.DropReplies(1 + rand.IntN(4)) }, time.Second},
 	}
-	db, sqlProxy, err := soakSQL(env.MySQLDSN, sqlb)
+	db, sqlProxy, err := soakSQL(mysqlDSN, sqlb)
 	if err != nil {
-		fmt.Fprintln(stderr, "benchmarks: soak:", err)
+		fmt.Fprintln(stderr, "soak:", err)
 		return 1
 	}
 	if sqlProxy != nil {
@@ -129,7 +133,7 @@ func runSoak(ctx context.Context, env *Env, d time.Duration, rate int, stdout, s
 			soakFault{"sql lost COMMIT reply", func() { sqlProxy.DropReplyTo("COMMIT", 1) }, time.Second},
 		)
 	} else {
-		fmt.Fprintln(stderr, "benchmarks: soak: SQLite has no connection to cut: faults on Redis only (give -mysql for SQL faults)")
+		fmt.Fprintln(stderr, "soak: SQLite has no connection to cut: faults on Redis only (give -mysql for SQL faults)")
 	}
 
 	ns := "casebook:soak:" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -140,7 +144,7 @@ func runSoak(ctx context.Context, env *Env, d time.Duration, rate int, stdout, s
 	} {
 		b, err := mk(ctx, rdb, db, ns)
 		if err != nil {
-			fmt.Fprintln(stderr, "benchmarks: soak: set-up:", err)
+			fmt.Fprintln(stderr, "soak: set-up:", err)
 			return 1
 		}
 		if b.close != nil {
@@ -189,7 +193,7 @@ loop:
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
-		fmt.Fprintln(stderr, "benchmarks: soak: interrupted")
+		fmt.Fprintln(stderr, "soak: interrupted")
 		return 1
 	}
 	rp.Heal()
@@ -257,7 +261,7 @@ loop:
 	fmt.Fprintf(stdout, "goroutines: %d before, %d at the first sample under load, %d at the end (peak %d)\n", samples[0].goroutines, first.goroutines, end.goroutines, peakG)
 	fmt.Fprintf(stdout, "live heap: %.1f MiB before, %.1f MiB at the first sample under load, %.1f MiB at the end (peak %.1f MiB)\n", samples[0].heapMiB, first.heapMiB, end.heapMiB, peakH)
 	if failed {
-		fmt.Fprintln(stderr, "benchmarks: soak: invariants violated")
+		fmt.Fprintln(stderr, "soak: invariants violated")
 		return 1
 	}
 	return 0
