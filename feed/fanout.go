@@ -143,8 +143,10 @@ func (s *Service) HandleChunk(ctx context.Context, _, value []byte) error {
 // InboxCap+InboxSlack by an active reader who has not read meanwhile keeps
 // its last InboxCap pushes.
 //
-// The score pushed is the post's own, read through the post cache: a chunk
-// is only a list of followers for a post. One whose post does not exist, or
+// The score pushed is the post's own, read through the post cache (a miss
+// there is read again from SQL, so a miss cached before the post existed
+// does not drop its fan-out): a chunk is only a list of followers for a
+// post. One whose post does not exist, or
 // whose author or score is not the post's, is ErrBadMessage (poison) and
 // pushes nothing; one whose post was deleted pushes nothing.
 func (s *Service) Push(ctx context.Context, c Chunk) (int, error) {
@@ -153,6 +155,12 @@ func (s *Service) Push(ctx context.Context, c Chunk) (int, error) {
 		return 0, err
 	}
 	p := posts[c.Post]
+	if p == nil { // a cached miss may predate the post (ids are guessable): SQL decides
+		if posts, err = s.load(ctx, []int64{c.Post}); err != nil {
+			return 0, err
+		}
+		p = posts[c.Post]
+	}
 	switch {
 	case p == nil:
 		return 0, outbox.Poison(fmt.Errorf("%w: chunk of post %d, which does not exist", ErrBadMessage, c.Post))

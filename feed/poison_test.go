@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/casebook-dev/casebook/feed"
 	"github.com/casebook-dev/casebook/internal/testenv"
@@ -69,5 +70,25 @@ func TestPoisonChunksDoNotBlock(t *testing.T) {
 		if got, want := f.timeline(r, 10), []int64{second.ID, first.ID}; !slices.Equal(got, want) {
 			t.Errorf("timeline of %s: %v, want %v", r, got, want)
 		}
+	}
+}
+
+// A miss cached before a post existed (a read of a guessed id, or a forged
+// chunk for it) does not make the post's real chunks poison: Push asks SQL
+// before it calls a post missing.
+func TestCachedMissDoesNotPoisonARealPost(t *testing.T) {
+	f := newFixture(t, testenv.NewRedis(t), feed.Config{})
+	f.follow("reader", "star")
+	f.timeline("reader", 10)
+	p := f.post("star", "hello")
+	if err := f.r.Client.Set(f.ctx, f.s.PostKey(p.ID), "-", time.Minute).Err(); err != nil { // the miss, as a reader cached it
+		t.Fatal(err)
+	}
+	if n := f.fanout(); n != 1 {
+		t.Fatalf("%d chunks, want 1", n)
+	}
+	f.r.Client.Del(f.ctx, f.s.PostKey(p.ID)) // the negative entry expires
+	if got := f.timeline("reader", 10); !slices.Equal(got, []int64{p.ID}) {
+		t.Fatalf("timeline %v, want [%d]", got, p.ID)
 	}
 }

@@ -70,7 +70,7 @@ const (
 func Load(ctx context.Context, env *Env, o Options) (*Sheet, error) {
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: o.Concurrency}}
 	defer hc.CloseIdleConnections()
-	from := time.Now().Add(-time.Minute)
+	from := env.now().Add(-time.Minute) // the shop's clock: its orders and statement use it
 	var prod Product
 	if status, err := call(ctx, hc, "", http.MethodGet, env.URL+"/products/"+env.SKU, nil, &prod); err != nil || status != http.StatusOK {
 		return nil, fmt.Errorf("product detail: %d, %v", status, err)
@@ -203,7 +203,7 @@ func Load(ctx context.Context, env *Env, o Options) (*Sheet, error) {
 	if err != nil {
 		return nil, err
 	}
-	to := time.Now().Add(time.Minute)
+	to := env.now().Add(time.Minute)
 	lines, err := client.Statement(ctx, from, to)
 	if err != nil {
 		return nil, err
@@ -275,7 +275,7 @@ func (b buyer) pay(ctx context.Context, hc *http.Client, env *Env, payAt func(co
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(time.Until(o.PayDeadline) + time.Second):
+		case <-time.After(o.PayDeadline.Sub(env.now()) + time.Second):
 		}
 	}
 	_, err = payAt(ctx, p.PayNo, p.Amount, p.Currency)

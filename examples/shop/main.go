@@ -59,6 +59,10 @@ type Options struct {
 	// sale.
 	ChannelKey *rsa.PrivateKey
 	MidSale    func()
+	// Now is the clock of every part — the order service, the gate, the
+	// campaign's window, the channel's signatures, the sessions [time.Now].
+	// Tests pass their own, so that the shop and its callers agree.
+	Now func() time.Time
 }
 
 func main() {
@@ -127,6 +131,7 @@ type Env struct {
 	Campaign string
 	SKU      string
 	stop     func()
+	now      func() time.Time // Options.Now
 }
 
 // Close stops the workers and the servers.
@@ -166,7 +171,11 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 	cleanup = append(cleanup, func() { devstack.DeleteKeys(context.WithoutCancel(ctx), rdb, ns+"*") })
 	suffix := ns[len(ns)-6:]
 
-	orders, err := order.New(rdb, dbs, order.Config{Namespace: ns, PayTimeout: o.PayTimeout})
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	orders, err := order.New(rdb, dbs, order.Config{Namespace: ns, PayTimeout: o.PayTimeout, Now: now})
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +189,7 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 	}
 	cleanup = append(cleanup, func() { ids.Close() })
 	gate, err := seckill.New(rdb, dbs[0], orders, seckill.Config{
-		Namespace: ns, IDs: ids, PayTimeout: o.PayTimeout, RetryWindow: o.PayTimeout / 4,
+		Namespace: ns, IDs: ids, PayTimeout: o.PayTimeout, RetryWindow: o.PayTimeout / 4, Now: now,
 		UserLimit: redis_rate.PerSecond(5), GlobalLimit: redis_rate.PerSecond(100_000),
 	})
 	if err != nil {
@@ -191,7 +200,7 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 	}
 	campaign, sku := "double11-"+suffix, "phone-"+suffix
 	sale, err := gate.Create(ctx, seckill.Campaign{ID: campaign, SKU: sku, Price: 399900, Stock: int64(o.Units), Limit: 1, Buckets: 8,
-		Starts: time.Now().Add(-time.Second), Ends: time.Now().Add(24 * time.Hour)})
+		Starts: now().Add(-time.Second), Ends: now().Add(24 * time.Hour)})
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +219,7 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 	}
 	shop := &Shop{rdb: rdb, orders: orders, gate: gate, catalog: cat, ns: ns, idemTTL: 24 * time.Hour,
 		sales: map[string]*seckill.Sale{campaign: sale}, batchers: map[string]*seckill.Batcher{campaign: batcher},
-		sessions: sessions{key: sessionKey, now: time.Now}}
+		sessions: sessions{key: sessionKey, now: now}}
 
 	addr := o.Serve
 	if addr == "" {
@@ -222,7 +231,7 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 	}
 	url := "http://" + ln.Addr().String()
 	ch, err := paychan.New(paychan.Config{NotifyURL: url + "/pay/notify", Key: o.ChannelKey, DropRate: o.Drop, DupRate: o.Dup,
-		Scale: 1e-4, Jitter: 20 * time.Millisecond, Seed: uint64(time.Now().UnixNano())})
+		Scale: 1e-4, Jitter: 20 * time.Millisecond, Seed: uint64(time.Now().UnixNano()), Now: now})
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -232,7 +241,7 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { ch.Close() })
-	shop.notify = orders.CallbackHandler(order.RSAVerifier{Key: ch.PublicKey()})
+	shop.notify = orders.CallbackHandler(order.RSAVerifier{Key: ch.PublicKey(), Now: now})
 	srv := devstack.Server("", shop.Handler())
 	go srv.Serve(ln)
 	cleanup = append(cleanup, func() { srv.Close() })
@@ -261,7 +270,7 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 	if err := w.Ready(rctx); err != nil {
 		return nil, err
 	}
-	return &Env{Shop: shop, Sale: sale, Channel: ch, Workers: w, URL: url, Campaign: campaign, SKU: sku, stop: stop}, nil
+	return &Env{Shop: shop, Sale: sale, Channel: ch, Workers: w, URL: url, Campaign: campaign, SKU: sku, stop: stop, now: now}, nil
 }
 
 // Run starts a shop on b and either serves it (o.Serve) or drives the load

@@ -41,8 +41,8 @@ func (s sessions) mint(user string, ttl time.Duration) string {
 
 // caller returns the user of r's "Authorization: Bearer" token.
 func (s sessions) caller(r *http.Request) (string, error) {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") { // the scheme is case-insensitive (RFC 7235)
 		return "", errSession
 	}
 	parts := strings.Split(token, ".")

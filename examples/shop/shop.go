@@ -199,13 +199,20 @@ func (s *Shop) ownerKey(id string) string { return s.ns + ":owner:" + id }
 
 // reservation answers with the reservation's order once the consumer made
 // it (202 until then). The order is looked up as the caller's; until it
-// exists, only the buyer the shop gave the reservation to is told to wait,
-// and anyone else gets 404, as for an id that was never given out.
+// exists, a buyer asking about a reservation the shop gave another buyer
+// gets 404. An id the shop has no owner for (never given out, or its
+// record lost with a Redis failover) is 202 for anyone: the answer says
+// nothing about whose it is.
 func (s *Shop) reservation(w http.ResponseWriter, r *http.Request, user string) {
 	o, err := s.gate.OrderOf(r.Context(), user, r.PathValue("id"))
 	if errors.Is(err, seckill.ErrNotReady) {
-		if owner, oerr := s.rdb.Get(r.Context(), s.ownerKey(r.PathValue("id"))).Result(); oerr == nil && owner != user || errors.Is(oerr, redis.Nil) {
+		owner, oerr := s.rdb.Get(r.Context(), s.ownerKey(r.PathValue("id"))).Result()
+		switch {
+		case oerr == nil && owner != user:
 			reply(w, http.StatusNotFound, map[string]string{"error": "no such reservation"})
+			return
+		case oerr != nil && !errors.Is(oerr, redis.Nil):
+			reply(w, http.StatusServiceUnavailable, map[string]string{"error": oerr.Error()})
 			return
 		}
 	}

@@ -35,7 +35,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 func small(t *testing.T) Options {
 	return Options{Buyers: 1500, Units: 100, Unpaid: 0.3, Late: 0.05, PayTimeout: 4 * time.Second, WriteRate: 2000,
-		Drop: 0.1, Dup: 0.05, Concurrency: 64, Out: logWriter{t}}
+		Drop: 0.1, Dup: 0.05, Concurrency: 64, Out: logWriter{t}, Now: testenv.Now}
 }
 
 // The load run's invariants on the real backends, smaller: every line of

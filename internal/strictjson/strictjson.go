@@ -21,22 +21,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
 // ErrTrailing is returned for data after the value.
-var ErrTrailing = errors.New("data after the value")
+var ErrTrailing = errors.New("strictjson: data after the value")
 
 // ErrNotObject is returned when the value is not a JSON object (null too).
-var ErrNotObject = errors.New("not a JSON object")
+var ErrNotObject = errors.New("strictjson: not a JSON object")
 
 // ErrMissing is returned, wrapped with the member's name, when a field
-// without omitempty or omitzero is absent.
-var ErrMissing = errors.New("missing member")
+// without omitempty or omitzero is absent — at any depth: in the object,
+// and in every object inside it that decodes into a struct.
+var ErrMissing = errors.New("strictjson: missing member")
 
 // Decode parses data, one JSON object, into v, a pointer to a struct.
 func Decode(data []byte, v any) error {
@@ -51,44 +54,101 @@ func Decode(data []byte, v any) error {
 	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
 		return ErrTrailing
 	}
-	return checkRequired(data, v)
-}
-
-// checkRequired reports the first field of v's struct without omitempty or
-// omitzero whose name is not a member of data's top-level object.
-func checkRequired(data []byte, v any) error {
-	required := requiredNames(reflect.TypeOf(v))
-	if len(required) == 0 {
+	t := reflect.TypeOf(v)
+	walk, ok := needsWalk.Load(t)
+	if !ok {
+		walk, _ = needsWalk.LoadOrStore(t, hasRequired(t, map[reflect.Type]bool{}))
+	}
+	if !walk.(bool) {
 		return nil
 	}
-	var members map[string]jsontext.Value
-	if err := json.Unmarshal(data, &members); err != nil {
-		return err
-	}
-	for _, name := range required {
-		if _, ok := members[name]; !ok {
-			return fmt.Errorf("%w %q", ErrMissing, name)
-		}
-	}
-	return nil
+	return checkRequired(jsontext.NewDecoder(bytes.NewReader(data)), t)
 }
 
-// requiredNames lists the JSON names of a struct's fields that have no
-// omitempty or omitzero (t is the struct or a pointer to it).
-func requiredNames(t reflect.Type) []string {
+// needsWalk caches hasRequired by the type decoded into.
+var needsWalk sync.Map // reflect.Type → bool
+
+// checkRequired walks the value dec is at, which decoded into a t, and
+// reports the first required member missing from an object that decoded
+// into a struct. Values that hold no struct are skipped, not parsed.
+func checkRequired(dec *jsontext.Decoder, t reflect.Type) error {
+	if t == nil { // not a field (Decode refused unknown members already)
+		return dec.SkipValue()
+	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t.Kind() != reflect.Struct {
-		return nil
+	if dec.PeekKind() == 'n' { // null: present, and nothing inside
+		_, err := dec.ReadToken()
+		return err
 	}
-	var names []string
+	switch t.Kind() {
+	case reflect.Struct:
+		if dec.PeekKind() != '{' { // a struct read from another kind: time.Time, an Unmarshaler
+			return dec.SkipValue()
+		}
+		if _, err := dec.ReadToken(); err != nil { // '{'
+			return err
+		}
+		members, required := structMembers(t)
+		seen := make(map[string]bool, len(required))
+		for dec.PeekKind() != '}' {
+			name, err := dec.ReadToken()
+			if err != nil {
+				return err
+			}
+			seen[name.String()] = true
+			if err := checkRequired(dec, members[name.String()]); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.ReadToken(); err != nil { // '}'
+			return err
+		}
+		for _, name := range required {
+			if !seen[name] {
+				return fmt.Errorf("%w %q", ErrMissing, name)
+			}
+		}
+		return nil
+	case reflect.Slice, reflect.Array:
+		if dec.PeekKind() != '[' || !hasRequired(t.Elem(), map[reflect.Type]bool{}) {
+			return dec.SkipValue()
+		}
+		if _, err := dec.ReadToken(); err != nil { // '['
+			return err
+		}
+		for dec.PeekKind() != ']' {
+			if err := checkRequired(dec, t.Elem()); err != nil {
+				return err
+			}
+		}
+		_, err := dec.ReadToken()
+		return err
+	}
+	return dec.SkipValue()
+}
+
+// structMembers maps the JSON names of a struct's fields (those of embedded
+// structs promoted) to their types, and lists the required ones: those
+// without omitempty or omitzero.
+func structMembers(t reflect.Type) (map[string]reflect.Type, []string) {
+	members := map[string]reflect.Type{}
+	var required []string
 	for f := range t.Fields() {
 		tag, ok := f.Tag.Lookup("json")
 		name, opts, _ := strings.Cut(tag, ",")
 		if f.Anonymous && name == "" { // an embedded struct: its fields are the object's
-			names = append(names, requiredNames(f.Type)...)
-			continue
+			et := f.Type
+			for et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				m, r := structMembers(et)
+				maps.Copy(members, m)
+				required = append(required, r...)
+				continue
+			}
 		}
 		if !f.IsExported() || tag == "-" {
 			continue
@@ -96,10 +156,32 @@ func requiredNames(t reflect.Type) []string {
 		if !ok || name == "" {
 			name = f.Name
 		}
-		if opts := "," + opts + ","; strings.Contains(opts, ",omitempty,") || strings.Contains(opts, ",omitzero,") {
-			continue
+		members[name] = f.Type
+		if opts := "," + opts + ","; !strings.Contains(opts, ",omitempty,") && !strings.Contains(opts, ",omitzero,") {
+			required = append(required, name)
 		}
-		names = append(names, name)
 	}
-	return names
+	return members, required
+}
+
+// hasRequired reports whether a value of type t can hold a struct with a
+// required member (seen guards recursive types).
+func hasRequired(t reflect.Type, seen map[reflect.Type]bool) bool {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || seen[t] {
+		return false
+	}
+	seen[t] = true
+	members, required := structMembers(t)
+	if len(required) > 0 {
+		return true
+	}
+	for _, mt := range members {
+		if hasRequired(mt, seen) {
+			return true
+		}
+	}
+	return false
 }

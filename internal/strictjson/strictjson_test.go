@@ -6,8 +6,10 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -51,6 +53,10 @@ func TestDecode(t *testing.T) {
 		`{"v":1,"s":"x","items":[{"user":"a","amount":5,"amount":500}]}`: errAny, // nested duplicate
 		`{"v":1,"s":"x","items":[{"user":"a","AMOUNT":5}]}`:              errAny, // nested case variant
 		`{"v":1,"s":"x","items":[{"user":"a","amount":5,"x":1}]}`:        errAny,
+		`{"v":1,"s":"x","items":[{"user":"a"}]}`:                         ErrMissing, // nested: amount would read as 0
+		`{"v":1,"s":"x","items":[{"user":"a","amount":1},{}]}`:           ErrMissing,
+		`{"v":1,"s":"\ud800","items":[]}`:                                errAny, // a lone surrogate: encoding/json made it U+FFFD
+		`{"v":1,"s":"\ud83d\ude00","items":[]}`:                          nil,    // a pair is one character
 		"{\"v\":1,\"s\":\"\xff\",\"items\":[]}":                          errAny, // invalid UTF-8: v1 made it U+FFFD
 		`{"v":1,"s":"\u0041","items":[]}`:                                nil,
 		`{"v":1,"s":"x","\u0076":2,"items":[]}`:                          errAny, // "v" spelt as an escape, twice
@@ -91,6 +97,7 @@ func FuzzDecode(f *testing.F) {
 		`{"v":1,"s":"x","items":[]} {}`,
 		`null`, `{}`, "{\"v\":1,\"s\":\"\xff\",\"items\":[]}",
 		`{"v":1,"s":"x","\u0076":2,"items":[]}`,
+		`{"v":1,"s":"\ud800","items":[]}`, `{"v":1,"s":"x","items":[{"user":"a"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -121,6 +128,9 @@ func oracle(data []byte) (msg, string) {
 	}
 	if !utf8.Valid(data) {
 		return m, "invalid UTF-8" // outside strings too: encoding/json refuses those bytes anyway
+	}
+	if loneSurrogate(data) {
+		return m, "a lone surrogate escape"
 	}
 	top := map[string]bool{"v": true, "s": true, "reason": true, "items": true}
 	inner := map[string]bool{"user": true, "amount": true}
@@ -172,8 +182,14 @@ func walkObject(t *stdjson.Decoder, names, inner map[string]bool) (map[string]bo
 			if tok, _ := t.Token(); tok != stdjson.Delim('{') {
 				return nil, "an item is not an object"
 			}
-			if _, why := walkObject(t, inner, nil); why != "" {
+			seenInner, why := walkObject(t, inner, nil)
+			if why != "" {
 				return nil, why
+			}
+			for _, name := range []string{"user", "amount"} {
+				if !seenInner[name] {
+					return nil, "an item misses " + name
+				}
 			}
 		}
 		t.Token() // ']'
@@ -182,7 +198,43 @@ func walkObject(t *stdjson.Decoder, names, inner map[string]bool) (map[string]bo
 	return seen, ""
 }
 
-func TestRequiredNames(t *testing.T) {
+// loneSurrogate reports a \uD800–\uDFFF escape that is not a high
+// surrogate followed by a low one (data is JSON whose strings are the only
+// place an escape can be).
+func loneSurrogate(data []byte) bool {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
+			return 0, false
+		}
+		n, err := strconv.ParseUint(string(data[i+2:i+6]), 16, 16)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			i++ // another escape: skip the escaped byte
+			continue
+		}
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return true // a low surrogate first
+		case r >= 0xD800 && r <= 0xDBFF:
+			lo, ok := hex4(i + 6)
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return true
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return false
+}
+
+func TestRequiredMembers(t *testing.T) {
 	type tagged struct {
 		A int `json:"a"`
 		B int `json:"b,omitempty"`
@@ -193,7 +245,7 @@ func TestRequiredNames(t *testing.T) {
 		G int `json:",string"`
 	}
 	_ = tagged{}.f
-	if got := strings.Join(requiredNames(reflect.TypeOf(&tagged{})), " "); got != "a E G" {
+	if _, got := structMembers(reflect.TypeOf(tagged{})); strings.Join(got, " ") != "a E G" {
 		t.Fatalf("required: %s", got)
 	}
 	type embedding struct {
@@ -201,8 +253,16 @@ func TestRequiredNames(t *testing.T) {
 		item
 		Named item `json:"named,omitempty"`
 	}
-	if got := strings.Join(requiredNames(reflect.TypeOf(embedding{})), " "); got != "v user amount" {
+	if _, got := structMembers(reflect.TypeOf(embedding{})); strings.Join(got, " ") != "v user amount" {
 		t.Fatalf("required with an embedded struct: %s", got)
+	}
+	type stamped struct {
+		At   time.Time `json:"at"`
+		Tags []string  `json:"tags"`
+	}
+	var st stamped
+	if err := Decode([]byte(`{"at":"2006-01-02T15:04:05Z","tags":["a"]}`), &st); err != nil || st.At.IsZero() || len(st.Tags) != 1 {
+		t.Fatalf("a time.Time member (a struct read from a string): %+v %v", st, err)
 	}
 	var e embedding
 	if err := Decode([]byte(`{"v":1,"user":"a","amount":2}`), &e); err != nil || e.User != "a" || e.Amount != 2 {

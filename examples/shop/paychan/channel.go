@@ -312,8 +312,10 @@ func (c *Channel) Close() error {
 			err = srv.Shutdown(ctx)
 			cancel()
 			if err != nil {
-				if c.conns.active() == 0 {
-					err = nil
+				if c.conns.active() == 0 && errors.Is(err, context.DeadlineExceeded) {
+					err = nil // only connections that never carried a request were left
+				} else {
+					err = fmt.Errorf("paychan: close: %w", err)
 				}
 				srv.Close()
 			}

@@ -21,7 +21,7 @@ func TestOrderService(t *testing.T) {
 	const n = 40
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
-	svc, err := order.New(r.Client, testenv.NewSQLs(t, 2), order.Config{Namespace: r.Namespace, TablesPerDB: 2})
+	svc, err := order.New(r.Client, testenv.NewSQLs(t, 2), order.Config{Namespace: r.Namespace, TablesPerDB: 2, Now: testenv.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,10 +32,10 @@ func TestOrderService(t *testing.T) {
 	if err := svc.PutSKU(ctx, "phone", 3999_00, n); err != nil {
 		t.Fatal(err)
 	}
-	notify := httptest.NewServer(svc.CallbackHandler(order.RSAVerifier{Key: &testKey().PublicKey}))
+	notify := httptest.NewServer(svc.CallbackHandler(order.RSAVerifier{Key: &testKey().PublicKey, Now: testenv.Now}))
 	t.Cleanup(notify.Close)
 	retries := []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond, 160 * time.Millisecond}
-	ch := start(t, paychan.Config{NotifyURL: notify.URL + "/pay/notify", DropRate: 0.25, DupRate: 0.25, Jitter: 5 * time.Millisecond, Seed: 4, Retries: retries})
+	ch := start(t, paychan.Config{NotifyURL: notify.URL + "/pay/notify", DropRate: 0.25, DupRate: 0.25, Jitter: 5 * time.Millisecond, Seed: 4, Retries: retries, Now: testenv.Now})
 	cl := ch.Client()
 
 	from := testenv.Now()
