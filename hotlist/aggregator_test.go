@@ -422,6 +422,7 @@ func restoreKeys(t *testing.T, r *testenv.Redis, keys []dumped) {
 // partition.
 func TestKeepTrimsTheTailNotTheTop(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		r.NeedsServer(t, "whether its 20 s cross a decay landmark depends on the time of day; across one, miniredis' ZSCAN cursor skips members the move copies, and its Lua was seen to read a nil floor in flush.lua's admitted (Redis is exact at every hour)")
 		ctx := context.Background()
 		for _, model := range []hotlist.Model{hotlist.Decay, hotlist.Window} {
 			cfg := hotlist.Config{Name: "keep-" + model.String(), Partitions: 4, Model: model, Keep: 150, Weights: dyadic(), HalfLife: time.Minute}
