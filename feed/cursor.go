@@ -48,24 +48,25 @@ func (cs cursors) encode(reader string, p position) string {
 // decode parses a cursor encode made for reader; anything else is
 // ErrCursor. Without a key every well-formed position is one.
 func (cs cursors) decode(reader, c string) (position, error) {
-	bad := fmt.Errorf("%w: %.40q", ErrCursor, c)
 	b, err := cursorEncoding.DecodeString(c)
 	if err != nil || len(b) < 17 {
-		return position{}, bad
+		return position{}, badCursor(c)
 	}
 	if cs.key == nil {
 		if len(b) != 17 || b[0] != cursorVersion {
-			return position{}, bad
+			return position{}, badCursor(c)
 		}
 	} else if len(b) != 17+cursorTagSize || b[0] != cursorVersionTagged || !hmac.Equal(b[17:], cs.tag(b[:17], reader)) {
-		return position{}, bad
+		return position{}, badCursor(c)
 	}
 	p := position{score: int64(binary.BigEndian.Uint64(b[1:])), id: int64(binary.BigEndian.Uint64(b[9:]))}
 	if p.score <= 0 || p.score > maxScore || p.id <= 0 {
-		return position{}, bad
+		return position{}, badCursor(c)
 	}
 	return p, nil
 }
+
+func badCursor(c string) error { return fmt.Errorf("%w: %.40q", ErrCursor, c) }
 
 func (cs cursors) tag(head []byte, reader string) []byte {
 	m := hmac.New(sha256.New, cs.key)
