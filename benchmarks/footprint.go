@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/internal/devcore"
 	"github.com/casebook-dev/casebook/internal/keys"
 )
 
@@ -48,8 +48,8 @@ var errNoMemoryUsage = errors.New("miniredis cannot say how much memory a key ta
 // own keys, their encodings' overhead and the key names a real deployment
 // also pays, without the measurement's other keys (outbox streams,
 // request ids).
-func redisFootprint(ctx context.Context, r *devstack.Redis, ns string, records func(ctx context.Context, node *redis.Client, typ, key string) (int64, error)) (Footprint, error) {
-	if r.Kind == devstack.Miniredis {
+func redisFootprint(ctx context.Context, r *devcore.Redis, ns string, records func(ctx context.Context, node *redis.Client, typ, key string) (int64, error)) (Footprint, error) {
+	if r.Kind == devcore.Miniredis {
 		return Footprint{}, errNoMemoryUsage
 	}
 	var (

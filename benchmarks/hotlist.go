@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/hotlist"
+	"github.com/casebook-dev/casebook/internal/devcore"
 )
 
 // hotlistParts is how many partitions (claims) the hot-list measurements use.
@@ -23,7 +23,7 @@ const hotlistParts = 8
 // and the rate is events per second. Kafka itself is not in the loop (see
 // hotkafka's BenchmarkIngest for that).
 func hotlistEvents() Measurement {
-	return onRedis("hotlist.event", "events aggregated (and flushed)", 2, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+	return onRedis("hotlist.event", "events aggregated (and flushed)", 2, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		l, err := hotlist.New(r.Client, hotlist.Config{Name: "bench", Namespace: ns, Partitions: hotlistParts})
 		if err != nil {
 			return nil, err
@@ -105,7 +105,7 @@ func hotlistBatches(perPart int) ([][][]byte, error) {
 // in process (TopCached, top 50), all cores reading: more reads take more
 // app nodes, not more Redis.
 func hotlistReads() Measurement {
-	m := onRedis("hotlist.read", "list reads (top 50, cached snapshot)", 0, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+	m := onRedis("hotlist.read", "list reads (top 50, cached snapshot)", 0, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		l, err := hotlist.New(r.Client, hotlist.Config{Name: "bench-read", Namespace: ns, Partitions: hotlistParts})
 		if err != nil {
 			return nil, err

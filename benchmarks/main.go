@@ -20,7 +20,9 @@
 // A measurement made on an embedded stand-in (miniredis, SQLite) sizes its
 // loads from the reference profile (reference.json, embedded in the binary:
 // the same measurements made on real servers), labelled as such, with the
-// stand-in's own figure beside it. The soak under faults is a separate
+// stand-in's own figure beside it. The binary links no SQLite (see sql.go):
+// without -mysql, the measurements that need SQL do not run and are sized
+// from the profile too; -tags casebook_sqlite links it. The soak under faults is a separate
 // command, go run ./benchmarks/soak, so that this binary does not link the
 // fault proxies.
 //
@@ -299,6 +301,9 @@ func (p *progress) done(r Result) {
 	}
 	if r.Err != "" {
 		status = "error: " + r.Err
+	}
+	if r.NotRun != "" {
+		status = "not run: " + r.NotRun
 	}
 	if p.tty {
 		fmt.Fprintf(p.w, "\r\033[K%s %s\n", p.label, status)

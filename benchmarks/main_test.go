@@ -198,13 +198,47 @@ func embeddedOnly(t *testing.T) {
 // lines carry no error text; the first line names the backends opened.
 func TestEmbeddedRunSizesEveryLoad(t *testing.T) {
 	embeddedOnly(t)
+	checkEmbeddedRun(t, "SQL: SQLite file ")
+}
+
+// The default binary links no SQLite (sql.go): with no MySQL named, the
+// measurements that need SQL do not run, say so, and their loads are
+// sized from the reference profile like the rest; the run still succeeds.
+func TestRunWithoutSQLSizesEveryLoad(t *testing.T) {
+	embeddedOnly(t)
+	withoutSQLite(t)
+	plan := checkEmbeddedRun(t, "SQL: none (name one with -mysql or CASEBOOK_MYSQL_DSN, or build with -tags casebook_sqlite")
+	notRun := 0
+	for _, r := range plan.Measurements {
+		if r.NotRun != "" {
+			notRun++
+			if r.NotRun != noSQL || !r.Fallback || r.PerSec != 0 || r.Err != "" {
+				t.Errorf("%s: %+v", r.Name, r)
+			}
+		}
+	}
+	// order, seckill, shortlink, redpacket and feed keep data in SQL.
+	if notRun < 10 {
+		t.Errorf("%d measurements did not run for want of SQL, want the 10 or more that need it", notRun)
+	}
+	for _, s := range plan.Scenarios {
+		for _, z := range s.Sizings {
+			if z.Measurement == "order.create" && !strings.Contains(z.Arithmetic, "not measured here: "+noSQL) {
+				t.Errorf("%s / %s: %q", s.Name, z.What, z.Arithmetic)
+			}
+		}
+	}
+}
+
+func checkEmbeddedRun(t *testing.T, sqlNamed string) Plan {
+	t.Helper()
 	var out, errs bytes.Buffer
 	if code := run(context.Background(), []string{"-json", "-duration", "10ms"}, &out, &errs); code != 0 {
 		t.Fatalf("exit %d; stderr: %s", code, errs.String())
 	}
 	first, _, _ := strings.Cut(errs.String(), "\n")
-	if !strings.Contains(first, "Redis: in-process miniredis on 127.0.0.1:") || !strings.Contains(first, "SQL: SQLite file ") {
-		t.Errorf("first line does not name the backends opened: %q", first)
+	if !strings.Contains(first, "Redis: in-process miniredis on 127.0.0.1:") || !strings.Contains(first, sqlNamed) {
+		t.Errorf("first line does not name the backends opened (want %q): %q", sqlNamed, first)
 	}
 	var plan Plan
 	if err := json.Unmarshal(out.Bytes(), &plan); err != nil {
@@ -224,8 +258,10 @@ func TestEmbeddedRunSizesEveryLoad(t *testing.T) {
 			switch {
 			case z.Size == nil:
 				t.Errorf("%s / %s not sized: %s", s.Name, z.What, z.Note)
-			case r.Fallback && (z.Basis != BasisReference || !strings.Contains(z.Arithmetic, "(reference: ") || !(z.LivePerSec > 0)):
+			case r.Fallback && r.NotRun == "" && (z.Basis != BasisReference || !strings.Contains(z.Arithmetic, "(reference: ") || !(z.LivePerSec > 0)):
 				t.Errorf("%s / %s, measured on %s: basis %q, arithmetic %q, live %g", s.Name, z.What, r.Backend, z.Basis, z.Arithmetic, z.LivePerSec)
+			case r.NotRun != "" && (z.Basis != BasisReference || !strings.Contains(z.Arithmetic, "(reference: ") || z.LivePerSec != 0):
+				t.Errorf("%s / %s, not run: basis %q, arithmetic %q, live %g", s.Name, z.What, z.Basis, z.Arithmetic, z.LivePerSec)
 			case !r.Fallback && z.Basis != BasisMeasured:
 				t.Errorf("%s / %s, measured on %s: basis %q", s.Name, z.What, r.Backend, z.Basis)
 			}
@@ -242,6 +278,7 @@ func TestEmbeddedRunSizesEveryLoad(t *testing.T) {
 	if sized < 13 {
 		t.Errorf("%d loads on stand-ins sized from the reference, want every one of them (13 or more)", sized)
 	}
+	return plan
 }
 
 // The shipped profile parses, holds every measurement the harness knows,

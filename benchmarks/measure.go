@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -12,7 +13,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/internal/devcore"
 )
 
 // Measurement is one throughput measurement of a block (or of a raw backend
@@ -85,6 +86,10 @@ type Result struct {
 	// figures say nothing about a real server.
 	Fallback bool   `json:"embedded_fallback,omitempty"`
 	Err      string `json:"error,omitempty"`
+	// NotRun says why the measurement did not run when a backend it needs
+	// is absent by design (no SQL in the default binary, see sql.go): not
+	// a failure; its loads are sized from the reference profile.
+	NotRun string `json:"not_run,omitempty"`
 	// Footprint is the size of what the run stored, when it samples it.
 	Footprint    *Footprint `json:"footprint,omitempty"`
 	FootprintErr string     `json:"footprint_error,omitempty"`
@@ -96,13 +101,13 @@ type Env struct {
 	MySQLDSN  string // "" → SQLite
 
 	redisOnce sync.Once
-	redis     *devstack.Redis
+	redis     *devcore.Redis
 	redisErr  error
 	sqlOnce   sync.Once
-	sql       *devstack.SQL
+	sql       *devcore.SQL
 	sqlErr    error
 	sqlsOnce  sync.Once
-	sqls      []*devstack.SQL
+	sqls      []*devcore.SQL
 	sqlsErr   error
 
 	// redisFell and sqlFell record whether the measurement being set up
@@ -139,23 +144,23 @@ func (e *Env) Fixture(key string, build func() (any, func(), error)) (any, error
 }
 
 // Redis returns the Redis backend, opening it on first use.
-func (e *Env) Redis(ctx context.Context) (*devstack.Redis, error) {
-	e.redisOnce.Do(func() { e.redis, e.redisErr = devstack.OpenRedis(ctx, e.RedisAddr) })
+func (e *Env) Redis(ctx context.Context) (*devcore.Redis, error) {
+	e.redisOnce.Do(func() { e.redis, e.redisErr = devcore.OpenRedis(ctx, e.RedisAddr) })
 	e.redisFell = e.redisFell || e.redis != nil && e.redis.Kind.Fallback()
 	return e.redis, e.redisErr
 }
 
 // SQL returns a scratch SQL database, opening it on first use.
-func (e *Env) SQL(ctx context.Context) (*devstack.SQL, error) {
-	e.sqlOnce.Do(func() { e.sql, e.sqlErr = devstack.OpenSQL(ctx, e.MySQLDSN, "casebook_bench") })
+func (e *Env) SQL(ctx context.Context) (*devcore.SQL, error) {
+	e.sqlOnce.Do(func() { e.sql, e.sqlErr = openSQL(ctx, e.MySQLDSN, "casebook_bench") })
 	e.sqlFell = e.sqlFell || e.sql != nil && e.sql.Kind.Fallback()
 	return e.sql, e.sqlErr
 }
 
 // SQLs returns 8 scratch SQL databases for sharded measurements, opening
 // them on first use.
-func (e *Env) SQLs(ctx context.Context) ([]*devstack.SQL, error) {
-	e.sqlsOnce.Do(func() { e.sqls, e.sqlsErr = devstack.Env{MySQLDSN: e.MySQLDSN}.OpenSQLs(ctx, "casebook_bench", 8) })
+func (e *Env) SQLs(ctx context.Context) ([]*devcore.SQL, error) {
+	e.sqlsOnce.Do(func() { e.sqls, e.sqlsErr = devcore.OpenSQLs(ctx, e.MySQLDSN, "casebook_bench", 8, embeddedSQL) })
 	e.sqlFell = e.sqlFell || len(e.sqls) > 0 && e.sqls[0].Kind.Fallback()
 	return e.sqls, e.sqlsErr
 }
@@ -171,18 +176,20 @@ func (e *Env) Opened(ctx context.Context) string {
 	switch {
 	case err != nil:
 		redisText = "none (" + err.Error() + ")"
-	case r.Kind == devstack.Miniredis:
+	case r.Kind == devcore.Miniredis:
 		redisText = "in-process miniredis on " + r.Addrs[0] + " (no redis-server on PATH)"
 	default:
 		version, _ := e.redisVersion(ctx)
-		redisText = strings.TrimSpace(map[devstack.Kind]string{devstack.Spawned: "spawned redis-server", devstack.External: "Redis"}[r.Kind] +
+		redisText = strings.TrimSpace(map[devcore.Kind]string{devcore.Spawned: "spawned redis-server", devcore.External: "Redis"}[r.Kind] +
 			" " + version + " on " + strings.Join(r.Addrs, ","))
 	}
 	sqlText := ""
 	switch s, err := e.SQL(ctx); {
+	case errors.Is(err, devcore.ErrNoSQL):
+		sqlText = "none (name one with -mysql or CASEBOOK_MYSQL_DSN, or build with -tags casebook_sqlite for SQLite; loads that need SQL are sized from the reference profile)"
 	case err != nil:
 		sqlText = "none (" + err.Error() + ")"
-	case s.Kind == devstack.SQLite:
+	case s.Kind == devcore.SQLite:
 		sqlText = "SQLite file " + s.Name
 	default:
 		version, _ := e.sqlVersion(ctx)
@@ -248,6 +255,10 @@ func (m Measurement) Run(ctx context.Context, env *Env, d time.Duration, workers
 	env.redisFell, env.sqlFell = false, false
 	p, err := m.Setup(ctx, env)
 	res.Fallback = env.redisFell || m.SQLBound && env.sqlFell
+	if errors.Is(err, devcore.ErrNoSQL) {
+		res.Fallback, res.Backend, res.NotRun = true, "none", noSQL
+		return res
+	}
 	if err != nil {
 		res.Err = err.Error()
 		return res
@@ -383,19 +394,19 @@ wait:
 
 // describeRedis names a Redis backend for the report: a server the user
 // named keeps its address; a spawned or embedded one's port is throw-away.
-func describeRedis(r *devstack.Redis) string {
+func describeRedis(r *devcore.Redis) string {
 	switch r.Kind {
-	case devstack.External:
+	case devcore.External:
 		return "Redis " + strings.Join(r.Addrs, ",")
-	case devstack.Spawned:
+	case devcore.Spawned:
 		return "spawned redis-server"
 	}
 	return string(r.Kind)
 }
 
 // describeSQL names a SQL backend for the report.
-func describeSQL(kind devstack.Kind) string {
-	if kind == devstack.External {
+func describeSQL(kind devcore.Kind) string {
+	if kind == devcore.External {
 		return "MySQL"
 	}
 	return string(kind)

@@ -10,8 +10,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/devcore"
 	"github.com/casebook-dev/casebook/rank"
 	"github.com/casebook-dev/casebook/shard"
 	"github.com/casebook-dev/casebook/signin"
@@ -49,7 +49,7 @@ func measurements() []Measurement {
 // rankAdd is one Board.Add per call (a Lua script), four callers, on the
 // chosen Redis.
 func rankAdd() Measurement {
-	return onRedis("rank.add", "score writes (un-batched)", 4, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+	return onRedis("rank.add", "score writes (un-batched)", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		board, err := rank.New(r.Client, rank.Config{Name: "bench", Namespace: ns, Epoch: time.Now().Add(-time.Second)})
 		if err != nil {
 			return nil, err
@@ -65,7 +65,7 @@ func rankAdd() Measurement {
 // signinSign is one Sign per call (bit, streak and reward outbox in one
 // script), each a new user-day, four callers.
 func signinSign() Measurement {
-	return onRedis("signin.sign", "sign-ins", 4, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+	return onRedis("signin.sign", "sign-ins", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		s, err := signin.New(r.Client, signin.Config{Namespace: ns})
 		if err != nil {
 			return nil, err
@@ -82,7 +82,7 @@ func signinSign() Measurement {
 
 // onRedis wraps an operation on the chosen Redis, under a fresh key
 // namespace that is deleted afterwards.
-func onRedis(name, unit string, workers int, setup func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error)) Measurement {
+func onRedis(name, unit string, workers int, setup func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error)) Measurement {
 	return Measurement{Name: name, Unit: unit, Tier: TierRedis, Setup: func(ctx context.Context, env *Env) (Prepared, error) {
 		r, err := env.Redis(ctx)
 		if err != nil {
@@ -90,7 +90,7 @@ func onRedis(name, unit string, workers int, setup func(ctx context.Context, env
 		}
 		ns := "casebook:bench:" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		op, err := setup(ctx, env, r, ns)
-		cleanup := func() { devstack.DeleteKeys(context.Background(), r.Client, ns+"*") }
+		cleanup := func() { devcore.DeleteKeys(context.Background(), r.Client, ns+"*") }
 		return Prepared{Op: op, Workers: workers, Backend: describeRedis(r), Cleanup: cleanup, Namespace: ns}, err
 	}}
 }
@@ -100,7 +100,7 @@ func withBaseline(m Measurement, baseline string) Measurement {
 	return m
 }
 
-// inProcess wraps an operation that needs no devstack.
+// inProcess wraps an operation that needs no devcore.
 func inProcess(name, unit string, workers int, setup func(ctx context.Context) (func() error, error)) Measurement {
 	return Measurement{Name: name, Unit: unit, Tier: TierApp, Setup: func(ctx context.Context, _ *Env) (Prepared, error) {
 		op, err := setup(ctx)
@@ -122,7 +122,7 @@ func snowflakeIDs() Measurement {
 // segmentIDs leases from the chosen Redis; the steady state is in-process,
 // so more ids take more app nodes, not more Redis.
 func segmentIDs() Measurement {
-	m := onRedis("idgen.segment", "ids (one allocator)", 1, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+	m := onRedis("idgen.segment", "ids (one allocator)", 1, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		seg, err := idgen.NewSegment(ctx, idgen.NewRedisSource(r.Client, ns), idgen.SegmentConfig{Tag: "bench", Step: 1_000_000})
 		if err != nil {
 			return nil, err
@@ -163,7 +163,7 @@ func shardRoutes() Measurement {
 // connection per core: what one un-pipelined round trip costs here, the
 // yardstick for every Redis-backed block.
 func redisSetBaseline() Measurement {
-	return onRedis("redis.set", "SETs (raw go-redis baseline)", 4, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+	return onRedis("redis.set", "SETs (raw go-redis baseline)", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		var n atomic.Uint64
 		return func() error {
 			return r.Client.Set(ctx, ns+":"+strconv.FormatUint(n.Add(1)%1024, 10), "v", 0).Err()

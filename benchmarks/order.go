@@ -8,7 +8,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/internal/devcore"
 	"github.com/casebook-dev/casebook/order"
 )
 
@@ -77,7 +77,7 @@ func orderCreate() Measurement {
 			Cleanup: func() {
 				close(stop)
 				svc.Close()
-				devstack.DeleteKeys(context.WithoutCancel(ctx), r.Client, ns+"*")
+				devcore.DeleteKeys(context.WithoutCancel(ctx), r.Client, ns+"*")
 			},
 		}, nil
 	}}
@@ -86,7 +86,7 @@ func orderCreate() Measurement {
 // orderService opens an order.Service on env's Redis and 8 databases under a
 // fresh namespace (prefix + random), its tables migrated: what the order
 // measurements write through. The caller closes it and deletes ns's keys.
-func (e *Env) orderService(ctx context.Context, prefix string) (*devstack.Redis, []*devstack.SQL, []*sqlx.DB, *order.Service, string, error) {
+func (e *Env) orderService(ctx context.Context, prefix string) (*devcore.Redis, []*devcore.SQL, []*sqlx.DB, *order.Service, string, error) {
 	r, err := e.Redis(ctx)
 	if err != nil {
 		return nil, nil, nil, nil, "", err
@@ -99,7 +99,7 @@ func (e *Env) orderService(ctx context.Context, prefix string) (*devstack.Redis,
 	for i, s := range sqls {
 		dbs[i] = s.DB
 	}
-	ns := prefix + devstack.RandomHex(3)
+	ns := prefix + devcore.RandomHex(3)
 	svc, err := order.New(r.Client, dbs, order.Config{Namespace: ns})
 	if err == nil {
 		if err = svc.Migrate(ctx); err != nil {

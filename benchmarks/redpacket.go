@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/internal/devcore"
 	"github.com/casebook-dev/casebook/redpacket"
 )
 
@@ -22,7 +22,7 @@ import (
 // over 200 packets of 500 shares; once they are used up, opens take the
 // "empty" path of the same script.
 func redpacketOpen() Measurement {
-	return onRedis("redpacket.grab", "opens (one call each)", 4, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+	return onRedis("redpacket.grab", "opens (one call each)", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		svc, ids, err := benchPackets(ctx, env, r, ns, 200)
 		if err != nil {
 			return nil, err
@@ -57,7 +57,7 @@ const (
 func redpacketOpenBatched() Measurement {
 	var rdb redis.UniversalClient
 	m := onRedis("redpacket.grab.batched", fmt.Sprintf("opens (OpenMany: %d calls of %d, pipelined)", batchedCalls, redpacket.OpensPerCall), 4,
-		func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+		func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 			rdb = r.Client
 			svc, ids, err := benchPackets(ctx, env, r, ns, batchedPackets)
 			if err != nil {
@@ -168,7 +168,7 @@ func fullBatches(svc *redpacket.Service, packets []int64) [][]redpacket.OpenRequ
 }
 
 // benchPackets sends n packets of 500 shares on env's SQL, eight at a time.
-func benchPackets(ctx context.Context, env *Env, r *devstack.Redis, ns string, n int) (*redpacket.Service, []int64, error) {
+func benchPackets(ctx context.Context, env *Env, r *devcore.Redis, ns string, n int) (*redpacket.Service, []int64, error) {
 	sqlb, err := env.SQL(ctx)
 	if err != nil {
 		return nil, nil, err

@@ -136,6 +136,10 @@ func sizeLoad(z Sizing, byName map[string]Result, repl Replication, utilisation 
 		a.Note = "measurement failed: " + r.Err
 		return a
 	}
+	if r.NotRun != "" && ref == nil {
+		a.Note = "not sized: " + r.Name + " did not run: " + r.NotRun
+		return a
+	}
 	basis, label := r, ""
 	a.Basis = BasisMeasured
 	if r.Fallback {
@@ -149,7 +153,11 @@ func sizeLoad(z Sizing, byName map[string]Result, repl Replication, utilisation 
 			}
 			basis, label = refR, ref.label(r.Tier)
 			a.Basis, a.Reference, a.LivePerSec = BasisReference, label, perNode(r)
-			label += "; live on " + r.Backend + ": " + formatRate(perNode(r)) + "/s, not the basis"
+			if r.NotRun != "" {
+				label += "; not measured here: " + r.NotRun
+			} else {
+				label += "; live on " + r.Backend + ": " + formatRate(perNode(r)) + "/s, not the basis"
+			}
 		}
 	}
 	// A measurement that reads its server's CPU time is sized by it: the
@@ -237,7 +245,7 @@ func storageOf(st Storage, byName map[string]Result, repl Replication, ref *Refe
 		case r.Footprint != nil:
 			why = st.MeasuredBy + " ran on an embedded stand-in (" + r.Backend + ")"
 		default:
-			why = cmp.Or(r.FootprintErr, r.Err, "the measurement sampled nothing")
+			why = cmp.Or(r.FootprintErr, r.Err, r.NotRun, "the measurement sampled nothing")
 		}
 		if why != "" {
 			if refR, ok := ref.lookup(st.MeasuredBy); ok && refR.Footprint != nil {
@@ -277,7 +285,11 @@ func (p Plan) WriteText(w io.Writer) error {
 	byName := map[string]Result{}
 	for _, r := range p.Measurements {
 		byName[r.Name] = r
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.Name, r.rateText(), r.unitText(byName), r.backendText(), r.Workers, latencyColumns(r))
+		workers := "-"
+		if r.Workers > 0 {
+			workers = strconv.Itoa(r.Workers)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.rateText(), r.unitText(byName), r.backendText(), workers, latencyColumns(r))
 	}
 	fmt.Fprintln(tw)
 	flagged, seeded := 0, 0
@@ -324,21 +336,27 @@ func (in *ReferenceInfo) Summary() string {
 
 // rateText is a result's throughput, or its error.
 func (r Result) rateText() string {
-	if r.Err != "" {
+	switch {
+	case r.Err != "":
 		return "error: " + r.Err
+	case r.NotRun != "":
+		return "not run: " + r.NotRun
 	}
 	return formatRate(r.PerSec)
 }
 
 // unitText is a result's unit, and its share of its baseline's rate.
 func (r Result) unitText(byName map[string]Result) string {
-	if b, ok := byName[r.Baseline]; ok && b.PerSec > 0 && r.Err == "" {
+	if b, ok := byName[r.Baseline]; ok && b.PerSec > 0 && r.Err == "" && r.NotRun == "" {
 		return r.Unit + fmt.Sprintf(" = %.0f%% of %s", 100*r.PerSec/b.PerSec, b.Name)
 	}
 	return r.Unit
 }
 
 func (r Result) backendText() string {
+	if r.NotRun != "" {
+		return r.Backend
+	}
 	if r.Fallback {
 		return r.Backend + " (embedded stand-in)"
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/jmoiron/sqlx"
 
-	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/devcore"
 	"github.com/casebook-dev/casebook/order"
 	"github.com/casebook-dev/casebook/seckill"
 )
@@ -23,7 +23,7 @@ func seckillBuy(name string, batched bool) Measurement {
 	if batched {
 		unit, workers = "decisions (batcher, 512 buyers waiting)", 512
 	}
-	return onRedis(name, unit, workers, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+	return onRedis(name, unit, workers, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		sale, err := benchSale(ctx, env, r, ns, 1<<40, seckill.Config{})
 		if err != nil {
 			return nil, err
@@ -46,7 +46,7 @@ func seckillBuy(name string, batched bool) Measurement {
 
 // benchSale opens a one-bucket campaign of stock units on r, its orders in
 // the order block on env's SQL (closed at the end with the Env).
-func benchSale(ctx context.Context, env *Env, r *devstack.Redis, ns string, stock int64, cfg seckill.Config) (*seckill.Sale, error) {
+func benchSale(ctx context.Context, env *Env, r *devcore.Redis, ns string, stock int64, cfg seckill.Config) (*seckill.Sale, error) {
 	sqlb, err := env.SQL(ctx)
 	if err != nil {
 		return nil, err

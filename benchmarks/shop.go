@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/devcore"
 	"github.com/casebook-dev/casebook/seckill"
 )
 
@@ -17,7 +17,7 @@ import (
 // went — answered by the gate's local sold-out flag (Config.SoldOutFor), so
 // by the app nodes, not Redis.
 func seckillSoldOut() Measurement {
-	m := onRedis("seckill.soldout", "sold-out answers (local flag, one process)", 512, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+	m := onRedis("seckill.soldout", "sold-out answers (local flag, one process)", 512, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		sale, err := benchSale(ctx, env, r, ns, 1, seckill.Config{UserLimit: perSecond(1000), GlobalLimit: perSecond(10_000_000)})
 		if err != nil {
 			return nil, err
@@ -91,7 +91,7 @@ func seckillOrders() Measurement {
 				Cleanup: func() {
 					orders.Close()
 					ids.Close()
-					devstack.DeleteKeys(context.WithoutCancel(ctx), r.Client, ns+"*")
+					devcore.DeleteKeys(context.WithoutCancel(ctx), r.Client, ns+"*")
 				},
 			}, nil
 		}}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/internal/devcore"
 	"github.com/casebook-dev/casebook/shortlink"
 )
 
@@ -22,7 +22,7 @@ const shortlinkSeed = 1000
 type shortlinkFixture struct {
 	svc   *shortlink.Service // local cache on
 	nolc  *shortlink.Service // local cache off: every resolve reaches Redis
-	redis *devstack.Redis
+	redis *devcore.Redis
 	ns    string
 	codes []string
 }
@@ -58,7 +58,7 @@ func shortlinkSetup(ctx context.Context, env *Env) (*shortlinkFixture, error) {
 		closeAll := func() {
 			f.svc.Close(context.Background())
 			f.nolc.Close(context.Background())
-			devstack.DeleteKeys(context.Background(), r.Client, f.ns+"*")
+			devcore.DeleteKeys(context.Background(), r.Client, f.ns+"*")
 		}
 		if err := f.svc.Migrate(ctx); err != nil {
 			closeAll()

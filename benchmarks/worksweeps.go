@@ -9,8 +9,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/casebook-dev/casebook/devstack"
 	newsfeed "github.com/casebook-dev/casebook/feed"
+	"github.com/casebook-dev/casebook/internal/devcore"
 	"github.com/casebook-dev/casebook/outbox"
 	"github.com/casebook-dev/casebook/rank"
 )
@@ -36,7 +36,7 @@ var workSweeps = []workSweep{
 // rankTop reads Top(100) of a board of 10,000 members over shards sorted
 // sets, all on the chosen Redis: the merge's cost, not a cluster's spread.
 func rankTop(shards int) Measurement {
-	return onRedis("rank.top", "Top(100) reads", 4, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+	return onRedis("rank.top", "Top(100) reads", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		board, err := rank.New(r.Client, rank.Config{Name: "top", Namespace: ns, Shards: shards, Epoch: time.Now().Add(-time.Second)})
 		if err != nil {
 			return nil, err
@@ -66,7 +66,7 @@ func rankTop(shards int) Measurement {
 // relay in chunks of 500, each chunk handled, straight into Redis (Kafka
 // left out). One worker: an op is one post's whole fan-out.
 func feedFanout(followers int) Measurement {
-	return onRedis("feed.fanout", "posts fanned out", 1, func(ctx context.Context, env *Env, r *devstack.Redis, ns string) (func() error, error) {
+	return onRedis("feed.fanout", "posts fanned out", 1, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		sqlb, err := env.SQL(ctx)
 		if err != nil {
 			return nil, err

@@ -2,161 +2,87 @@ package devstack
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
-	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/devcore"
 )
 
 // Kind says what a backend really is, so callers can refuse a fallback.
-type Kind string
+type Kind = devcore.Kind
 
 const (
-	External  Kind = "external"  // a server the caller named
-	Spawned   Kind = "spawned"   // a real server process this package started
-	Miniredis Kind = "miniredis" // in-process Redis emulation (fallback)
-	SQLite    Kind = "sqlite"    // in-process SQLite (fallback for MySQL)
-	KFake     Kind = "kfake"     // in-process Kafka cluster (real protocol)
+	External  = devcore.External  // a server the caller named
+	Spawned   = devcore.Spawned   // a real server process this package started
+	Miniredis = devcore.Miniredis // in-process Redis emulation (fallback)
+	SQLite    = devcore.SQLite    // in-process SQLite (fallback for MySQL)
+	KFake     = devcore.KFake     // in-process Kafka cluster (real protocol)
 )
 
-// Fallback reports whether k stands in for the real server rather than being
-// one.
-func (k Kind) Fallback() bool { return k == Miniredis || k == SQLite }
+// Redis is an open Redis backend: Client, what it is (Kind), its addresses,
+// and for a spawned standalone process the Server (tests restart it to inject
+// faults). Close closes the client and stops what was spawned.
+type Redis = devcore.Redis
 
-// Redis is an open Redis backend.
-type Redis struct {
-	Client redis.UniversalClient
-	Kind   Kind
-	Addrs  []string
-	// Server is the spawned standalone process, nil otherwise (tests restart
-	// it to inject faults).
-	Server  *RedisServer
-	closers []func() error
+// RedisServer is a redis-server process this package spawned.
+type RedisServer = devcore.RedisServer
+
+// RedisCluster is a spawned six-node Redis Cluster.
+type RedisCluster = devcore.RedisCluster
+
+// SQL is an open SQL database: a scratch database on the named MySQL/MariaDB
+// server, or a SQLite file. Close closes the pool and drops the scratch
+// database or removes the file.
+type SQL = devcore.SQL
+
+// ErrNoRedisServer: the redis-server binary is not on PATH.
+var ErrNoRedisServer = devcore.ErrNoRedisServer
+
+// HaveRedisServer reports whether the redis-server binary is on PATH.
+func HaveRedisServer() bool { return devcore.HaveRedisServer() }
+
+// StartRedisServer spawns a redis-server on a free loopback port in a
+// temporary directory, with no persistence, passing extra as arguments.
+func StartRedisServer(ctx context.Context, extra ...string) (*RedisServer, error) {
+	return devcore.StartRedisServer(ctx, extra...)
 }
 
-// Close closes the client and stops what was spawned.
-func (r *Redis) Close() error { return closeAll(r.closers) }
+// StartRedisCluster spawns six redis-server nodes (three masters, three
+// replicas) and joins them into a cluster; ErrNoRedisServer without the
+// binary.
+func StartRedisCluster(ctx context.Context) (*RedisCluster, error) {
+	return devcore.StartRedisCluster(ctx)
+}
 
 // OpenRedis connects to addr, or when addr is empty starts a redis-server
 // (or, without the binary, miniredis).
-func OpenRedis(ctx context.Context, addr string) (*Redis, error) {
-	if addr != "" {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		if err := c.Ping(ctx).Err(); err != nil {
-			c.Close()
-			return nil, fmt.Errorf("devstack: redis %s: %w", addr, err)
-		}
-		return &Redis{Client: c, Kind: External, Addrs: []string{addr}, closers: []func() error{c.Close}}, nil
-	}
-	if HaveRedisServer() {
-		s, err := StartRedisServer(ctx)
-		if err != nil {
-			return nil, err
-		}
-		c := redis.NewClient(&redis.Options{Addr: s.Addr})
-		return &Redis{Client: c, Kind: Spawned, Addrs: []string{s.Addr}, Server: s, closers: []func() error{c.Close, s.Close}}, nil
-	}
-	m, err := miniredis.Run()
-	if err != nil {
-		return nil, fmt.Errorf("devstack: miniredis: %w", err)
-	}
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	return &Redis{Client: c, Kind: Miniredis, Addrs: []string{m.Addr()}, closers: []func() error{c.Close, func() error { m.Close(); return nil }}}, nil
-}
+func OpenRedis(ctx context.Context, addr string) (*Redis, error) { return devcore.OpenRedis(ctx, addr) }
 
 // OpenRedisCluster connects to the cluster that addrs belong to, or when
 // addrs is empty spawns a six-node cluster (ErrNoRedisServer without the
 // binary).
 func OpenRedisCluster(ctx context.Context, addrs []string) (*Redis, error) {
-	r := &Redis{Kind: External, Addrs: addrs}
-	if len(addrs) == 0 {
-		rc, err := StartRedisCluster(ctx)
-		if err != nil {
-			return nil, err
-		}
-		r.Kind, r.Addrs = Spawned, rc.Addrs()
-		r.closers = append(r.closers, rc.Close)
-	}
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: r.Addrs})
-	r.Client = c
-	r.closers = append([]func() error{c.Close}, r.closers...)
-	// Touch every master so a wrong address fails here, not in a test.
-	if err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-		return m.Ping(ctx).Err()
-	}); err != nil {
-		r.Close()
-		return nil, fmt.Errorf("devstack: redis cluster %v: %w", addrs, err)
-	}
-	return r, nil
+	return devcore.OpenRedisCluster(ctx, addrs)
 }
-
-// SQL is an open SQL database: a scratch database on the named MySQL/MariaDB
-// server, or a SQLite file.
-type SQL struct {
-	DB     *sqlx.DB
-	Kind   Kind
-	Name   string // database name (MySQL) or file path (SQLite)
-	closer func() error
-}
-
-// Close closes the pool and drops the scratch database or removes the file.
-func (s *SQL) Close() error { return s.closer() }
 
 // OpenSQL creates a fresh database named "<prefix>_<random>" on the
 // MySQL/MariaDB server of dsn (the DSN's own database name is ignored), or
 // when dsn is empty a SQLite file in a temporary directory.
 func OpenSQL(ctx context.Context, dsn, prefix string) (*SQL, error) {
-	name := prefix + "_" + RandomHex(6)
 	if dsn == "" {
-		return openSQLite(name)
+		return openSQLite(prefix + "_" + RandomHex(6))
 	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("devstack: mysql dsn: %w", err)
-	}
-	cfg.DBName = ""
-	cfg.ParseTime = true
-	admin, err := sqlx.ConnectContext(ctx, "mysql", cfg.FormatDSN())
-	if err != nil {
-		return nil, fmt.Errorf("devstack: mysql: %w", err)
-	}
-	if _, err := admin.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
-		admin.Close()
-		return nil, fmt.Errorf("devstack: create database %s: %w", name, err)
-	}
-	cfg.DBName = name
-	db, err := sqlx.ConnectContext(ctx, "mysql", cfg.FormatDSN())
-	if err != nil {
-		admin.ExecContext(ctx, "DROP DATABASE `"+name+"`")
-		admin.Close()
-		return nil, fmt.Errorf("devstack: mysql %s: %w", name, err)
-	}
-	// 16 per database: a sharded test opens 8 of them, and MariaDB's default
-	// max_connections is 151 for everything on the server.
-	db.SetMaxOpenConns(16)
-	db.SetMaxIdleConns(16)
-	drop := func() error {
-		db.Close()
-		_, err := admin.Exec("DROP DATABASE IF EXISTS `" + name + "`")
-		admin.Close()
-		return err
-	}
-	return &SQL{DB: db, Kind: External, Name: name, closer: drop}, nil
+	return devcore.OpenMySQL(ctx, dsn, prefix)
 }
 
 func openSQLite(name string) (*SQL, error) {
-	dir, err := tempDir("sqlite")
+	dir, err := devcore.TempDir("sqlite")
 	if err != nil {
 		return nil, fmt.Errorf("devstack: sqlite dir: %w", err)
 	}
@@ -188,7 +114,7 @@ func openSQLite(name string) (*SQL, error) {
 		db.Close()
 		return os.RemoveAll(dir)
 	}
-	return &SQL{DB: db, Kind: SQLite, Name: path, closer: remove}, nil
+	return devcore.NewSQL(db, SQLite, path, remove), nil
 }
 
 // Kafka is an open Kafka backend.
@@ -220,56 +146,14 @@ func OpenKafka(brokers []string) (*Kafka, error) {
 }
 
 // SplitList splits a comma-separated list of addresses, dropping blanks.
-func SplitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func SplitList(s string) []string { return devcore.SplitList(s) }
 
 // RandomHex returns 2n random hex digits, for unique scratch names.
-func RandomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func closeAll(fs []func() error) error {
-	var first error
-	for _, f := range fs {
-		if err := f(); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
+func RandomHex(n int) string { return devcore.RandomHex(n) }
 
 // DeleteKeys unlinks every key matching pattern, on every master of a
 // cluster. Keys are unlinked one per command so keys of different slots never
 // meet in one call.
 func DeleteKeys(ctx context.Context, c redis.UniversalClient, pattern string) error {
-	del := func(ctx context.Context, node *redis.Client) error {
-		iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
-		pipe := node.Pipeline()
-		for iter.Next(ctx) {
-			pipe.Unlink(ctx, iter.Val())
-			if pipe.Len() >= 1000 {
-				if _, err := pipe.Exec(ctx); err != nil {
-					return err
-				}
-			}
-		}
-		if err := iter.Err(); err != nil {
-			return err
-		}
-		_, err := pipe.Exec(ctx)
-		return err
-	}
-	if err := keys.EachPrimary(ctx, c, del); err != nil {
-		return fmt.Errorf("devstack: delete %s: %w", pattern, err)
-	}
-	return nil
+	return devcore.DeleteKeys(ctx, c, pattern)
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/casebook-dev/casebook/internal/devcore"
 )
 
 // Environment variables that name real servers.
@@ -110,18 +112,7 @@ func Open(ctx context.Context, env Env, name string, w io.Writer) (*Stack, error
 // spawned six-node cluster, else (no redis-server binary) one embedded
 // Redis, said on w.
 func (env Env) OpenRedis(ctx context.Context, w io.Writer) (*Redis, error) {
-	if len(env.RedisCluster) > 0 {
-		return OpenRedisCluster(ctx, env.RedisCluster)
-	}
-	if env.RedisAddr != "" {
-		return OpenRedis(ctx, env.RedisAddr)
-	}
-	r, err := OpenRedisCluster(ctx, nil)
-	if errors.Is(err, ErrNoRedisServer) {
-		fmt.Fprintln(w, "note: no redis-server binary, so no local Redis Cluster; using one embedded Redis instead")
-		return OpenRedis(ctx, "")
-	}
-	return r, err
+	return devcore.OpenAnyRedis(ctx, env.RedisCluster, env.RedisAddr, w)
 }
 
 // OpenSQL opens env's MySQL (see Env.MySQLDSN; a scratch database is named
@@ -138,7 +129,7 @@ func (env Env) OpenSQL(ctx context.Context, name string) (*SQL, error) {
 	if cfg.DBName == "" {
 		return OpenSQL(ctx, dsn, name)
 	}
-	return openNamedMySQL(ctx, cfg)
+	return devcore.OpenNamedMySQL(ctx, cfg)
 }
 
 // OpenSQLs opens n databases for a sharded program: on env's MySQL, the
@@ -147,60 +138,7 @@ func (env Env) OpenSQL(ctx context.Context, name string) (*SQL, error) {
 // files in a directory of this run. Close each; a failure closes the ones
 // already opened.
 func (env Env) OpenSQLs(ctx context.Context, name string, n int) ([]*SQL, error) {
-	out := make([]*SQL, 0, n)
-	fail := func(err error) ([]*SQL, error) {
-		for _, s := range out {
-			s.Close()
-		}
-		return nil, err
-	}
-	var cfg *mysql.Config
-	if env.MySQLDSN != "" {
-		var err error
-		if cfg, err = mysql.ParseDSN(env.MySQLDSN); err != nil {
-			return nil, fmt.Errorf("devstack: mysql dsn: %w", err)
-		}
-	}
-	for i := range n {
-		var s *SQL
-		var err error
-		switch {
-		case cfg != nil && cfg.DBName != "":
-			c := cfg.Clone()
-			c.DBName = fmt.Sprintf("%s_%d", cfg.DBName, i)
-			s, err = openNamedMySQL(ctx, c)
-		default:
-			s, err = OpenSQL(ctx, env.MySQLDSN, name)
-		}
-		if err != nil {
-			return fail(err)
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}
-
-// openNamedMySQL uses the DSN's database, creating it if missing; Close
-// keeps it.
-func openNamedMySQL(ctx context.Context, cfg *mysql.Config) (*SQL, error) {
-	name := cfg.DBName
-	cfg.DBName = ""
-	admin, err := sqlx.ConnectContext(ctx, "mysql", cfg.FormatDSN())
-	if err != nil {
-		return nil, fmt.Errorf("devstack: mysql: %w", err)
-	}
-	_, err = admin.ExecContext(ctx, "CREATE DATABASE IF NOT EXISTS `"+name+"` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-	admin.Close()
-	if err != nil {
-		return nil, fmt.Errorf("devstack: create database %s: %w", name, err)
-	}
-	cfg.DBName = name
-	cfg.ParseTime = true
-	db, err := sqlx.ConnectContext(ctx, "mysql", cfg.FormatDSN())
-	if err != nil {
-		return nil, fmt.Errorf("devstack: mysql %s: %w", name, err)
-	}
-	return &SQL{DB: db, Kind: External, Name: name, closer: db.Close}, nil
+	return devcore.OpenSQLs(ctx, env.MySQLDSN, name, n, func(name string) (*SQL, error) { return OpenSQL(ctx, "", name) })
 }
 
 // Close closes whatever was opened, stopping what was spawned and removing

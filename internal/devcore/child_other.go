@@ -1,6 +1,6 @@
 //go:build !linux
 
-package devstack
+package devcore
 
 import "os/exec"
 

@@ -1,4 +1,4 @@
-package devstack
+package devcore
 
 import (
 	"fmt"
