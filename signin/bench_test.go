@@ -84,8 +84,7 @@ func memoryPerUserYear(b *testing.B, r *testenv.Redis, layout signin.Layout) flo
 	}
 	users := numberedUsers(128)
 	signYear(b, s, users, y0+2, 1)
-	perUserYear, _ := bytesPerUserYear(b, r, ns, s, len(users))
-	return perUserYear
+	return float64(measureMemory(b, r, ns, s).years) / float64(len(users))
 }
 
 // serverTime, deferred as serverTime(…)(), reports the server's own time per

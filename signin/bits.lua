@@ -10,13 +10,15 @@ local function isset(s, k)
   return math.floor(b / 2 ^ (7 - k % 8)) % 2 == 1
 end
 
--- withbit returns s with bit k set, zero-padded as SETBIT pads.
-local function withbit(s, k)
+-- withbit returns s with bit k set to v (0 or 1), zero-padded as SETBIT
+-- pads.
+local function withbit(s, k, v)
   local i = math.floor(k / 8) + 1
   if #s < i then s = s .. string.rep(string.char(0), i - #s) end
   local b = string.byte(s, i)
   local m = 2 ^ (7 - k % 8)
-  if math.floor(b / m) % 2 == 0 then b = b + m end
+  local set = math.floor(b / m) % 2 == 1
+  if v == 1 and not set then b = b + m elseif v == 0 and set then b = b - m end
   return string.sub(s, 1, i - 1) .. string.char(b) .. string.sub(s, i + 1)
 end
 
@@ -24,20 +26,20 @@ local packed, field = false, nil
 local years = {} -- user-years read so far, by key index
 
 -- open_layout checks the bucket's layout key against the caller's layout
--- (recording it on the bucket's first write) and picks how user-years are
--- read and written. It returns an error reply when they differ: nothing
--- may be read or written then.
-local function open_layout(key, layout, user)
+-- (recording it on the bucket's first write unless readonly) and picks how
+-- user-years are read and written. It returns an error reply when they
+-- differ: nothing may be read or written then.
+local function open_layout(key, layout, user, readonly)
   local stored = redis.call('GET', key)
   if stored and stored ~= layout then
     return redis.error_reply('signin: layout mismatch: data written as ' .. stored .. ', this Service uses ' .. layout)
   end
-  if not stored then redis.call('SET', key, layout) end
+  if not stored and not readonly then redis.call('SET', key, layout) end
   packed, field = string.sub(layout, 1, 7) == 'packed/', user
   return nil
 end
 
--- load returns the user-year in KEYS[ki] ('' when none).
+-- load returns the user's value in KEYS[ki] ('' when none).
 local function load(ki)
   if years[ki] == nil then
     if packed then
@@ -49,36 +51,30 @@ local function load(ki)
   return years[ki]
 end
 
--- setbit sets bit k of the user-year in KEYS[ki] and returns its old value.
-local function setbit(ki, k)
+-- store writes the user's value v into KEYS[ki].
+local function store(ki, v)
+  years[ki] = v
+  if packed then
+    redis.call('HSET', KEYS[ki], field, v)
+  else
+    redis.call('SET', KEYS[ki], v)
+  end
+end
+
+-- setbit sets bit k of the user-year in KEYS[ki] to v (default 1) and
+-- returns its old value.
+local function setbit(ki, k, v)
+  v = v or 1
   local s = load(ki)
-  if isset(s, k) then return 1 end
-  years[ki] = withbit(s, k)
+  local old = isset(s, k) and 1 or 0
+  if old == v then return old end
+  years[ki] = withbit(s, k, v)
   if packed then
     redis.call('HSET', KEYS[ki], field, years[ki])
   else
-    redis.call('SETBIT', KEYS[ki], k, 1)
+    redis.call('SETBIT', KEYS[ki], k, v)
   end
-  return 0
-end
-
--- run_back counts consecutive signed days ending at offset `from` of the
--- year in KEYS[ki], continuing into earlier years (KEYS[ki-1], …, down to
--- KEYS[1]) whose lengths are in `lengths` (indexed like KEYS).
-local function run_back(ki, from, lengths)
-  local n = 0
-  while ki >= 1 do
-    local s = load(ki)
-    local k = from
-    while k >= 0 and isset(s, k) do
-      n = n + 1
-      k = k - 1
-    end
-    if k >= 0 then return n end
-    ki = ki - 1
-    if ki >= 1 then from = lengths[ki] - 1 end
-  end
-  return n
+  return old
 end
 
 -- A reward event: key = user, value = the reward message, format version 1.

@@ -44,6 +44,37 @@ func (d Date) offset() int64 { return int64(d.civil().YearDay() - 1) }
 // daysBetween is the number of days from d to e (negative if e is earlier).
 func daysBetween(d, e Date) int { return int(e.civil().Sub(d.civil()).Hours() / 24) }
 
-func daysIn(year int) int {
-	return time.Date(year, 12, 31, 0, 0, 0, 0, time.UTC).YearDay()
+// dayNumber is d as days since 1970-01-01, the scripts' day numbers.
+func dayNumber(d Date) int64 { return d.civil().Unix() / 86400 }
+
+// dates converts the scripts' day numbers.
+func dates(numbers []int64) []Date {
+	var out []Date
+	for _, n := range numbers {
+		out = append(out, DateOf(time.Unix(n*86400, 0), time.UTC))
+	}
+	return out
+}
+
+// dayOf is the rule Service.DayOf documents: the date of the local wall
+// clock less start, which never goes back when the clock does.
+func dayOf(at time.Time, loc *time.Location, start time.Duration) Date {
+	t := at.In(loc)
+	d := wallDay(t, start)
+	// In a repeated hour the wall clock reads again what it read just
+	// before the clock was set back: the day that had begun goes on.
+	if began, _ := t.ZoneBounds(); !began.IsZero() {
+		if e := wallDay(began.Add(-time.Nanosecond).In(loc), start); d.Before(e) {
+			d = e
+		}
+	}
+	return d
+}
+
+// wallDay is the date of t's wall-clock reading less start, as wall time
+// (not elapsed time: a 23- or 25-hour day still starts at start).
+func wallDay(t time.Time, start time.Duration) Date {
+	y, m, d := t.Date()
+	h, mi, sec := t.Clock()
+	return DateOf(time.Date(y, m, d, h, mi, sec, t.Nanosecond(), time.UTC).Add(-start), time.UTC)
 }

@@ -5,15 +5,50 @@
 // reads/s), one bitmap per user per year — 366 bits, 46 bytes — 10 points a
 // day and 100 more on every 7th consecutive day.
 //
-// Sign sets the day's bit, computes the streak and records the reward tasks
-// in one Lua script (GETBIT then SETBIT from the client is not atomic; two
-// concurrent sign-ins would both see "not signed"). Bit k of a user-year is
-// 1 January + k, numbered as SETBIT numbers bits (bit 0 is the most
-// significant bit of byte 0), in both layouts below. Streaks are counted
-// backwards from the day — across month and year ends, up to two calendar
-// years back — and restart after a gap. Days are the user's local days
-// (Config.Location or UserLocation). Signing a day already signed changes
-// nothing, so a sign-in go-redis resends after a lost reply is recorded once.
+// Sign sets the day's bit, updates the streak state, spends the freezes a
+// gap takes and records the reward tasks in one Lua script (GETBIT then
+// SETBIT from the client is not atomic; two concurrent sign-ins would both
+// see "not signed"). Bit k of a user-year is 1 January + k, numbered as
+// SETBIT numbers bits (bit 0 is the most significant bit of byte 0), in both
+// layouts below. Signing a day already signed changes nothing, so a sign-in
+// go-redis resends after a lost reply is recorded once.
+//
+// Days. A day is the user's local day (Config.Location or UserLocation)
+// starting at Config.DayStart: with DayStart 4h a check-in at 00:30 counts
+// for the evening before, so a late night neither breaks a streak nor signs
+// the next day. The day of an instant is the date of its wall-clock time
+// less DayStart, on the wall clock (a 23- or 25-hour day still begins at
+// DayStart); where summer time skips DayStart the day begins after the gap,
+// and where the clock is set back across DayStart the day goes on through
+// the repeated hour (it never goes back). Service.DayOf states the rule and
+// every call uses it: Sign, Today, MakeUp's window, Streak, Stats, freezes.
+//
+// Streaks and freezes. A run is consecutive days each signed or frozen; its
+// streak is its signed days (frozen days keep it alive and add nothing).
+// A user holds up to Config.MaxFreezes freezes (AddFreezes, de-duplicated by
+// grant id). A freeze covers one missed day, automatically: each missed
+// day that follows a covered one takes a freeze at its cut-over if one is
+// held; once none is, the streak is broken and later missed days take none,
+// even if freezes are granted afterwards. So the freezes held are spent on
+// the first days of any gap, and a gap longer than them breaks the streak
+// (Duolingo's rule): that is the one policy under which a daily sweep and a
+// sign-in after the gap give the same result. The Service applies the rule
+// lazily — every call that writes first settles the days before today,
+// recording the frozen days in the same script; Stats counts what settling
+// would do; ApplyFreezes settles one user now, for a cron that notifies —
+// and a model test checks that it equals the eager rule. A frozen day later
+// signed (MakeUp, or a late sign-in) gives its freeze back, up to the cap.
+// Stats reports Current (the streak alive today, counting the freezes that
+// will cover missed days), Longest and Total (signed days, frozen ones
+// apart) kept in the user's state, updated in the same scripts: exact over
+// the whole history, not recounted from days that have expired. Two limits:
+// a run joined by a make-up to a run that began more than two calendar years
+// before is counted with the days Redis still holds, and a sign-in more than
+// a year before the user's latest day cannot join the current streak. A
+// user signed before the state existed gets it, on the next call, from the
+// days Redis holds (the last two calendar years and this one); upgrade every
+// writer at once, since an older writer does not update it. Streak reads
+// the stored days only (no freezes not yet applied).
 //
 // Layouts (Config.Layout). Bitmaps, the default, keeps each user-year as a
 // string key set with SETBIT. Packed keeps it as a field, named by the user
@@ -29,7 +64,10 @@
 // years kept that is 555 MB against 180-250 MB. Packed costs Redis about 6 µs more per sign-in (17.5 against 11.5
 // µs of server time per Sign script; a raw SETBIT is 1.3 µs): 4 ms of server
 // time per second at the seed's 700 sign-ins/s. A user-year costs its length
-// (up to its last signed day), not its days.
+// (up to its last signed day), not its days. Each user's streak state
+// (latest day, current, longest, total, freezes) adds 37 bytes packed
+// (TestPackedMemory) or a small string key with Bitmaps; frozen days are
+// user-years of their own, kept only for users who had one.
 //
 // Bitmaps stays the default although Packed is a third of the memory:
 // namespaces written before layouts were recorded are bitmaps (a Packed
@@ -58,16 +96,22 @@
 // unique row: each reward is granted exactly once, and none is lost while the
 // outbox entry survives.
 //
-// What a Redis failover can lose: the last acknowledged sign-ins and their
-// outbox entries (a user may sign the same day again and be granted then).
-// Granted points live in SQL and are never lost or doubled. Monthly Backup
-// copies user-years into SQL rows (one per user and month, the same for both
-// layouts); Restore rebuilds Redis from them.
+// What a Redis failover can lose: the last acknowledged sign-ins, freeze
+// grants and spends, and their outbox entries (a user may sign the same day
+// again and be granted then). A user's days and state share a slot and are
+// written by one script, so what survives is consistent. Granted points
+// live in SQL and are never lost or doubled. Monthly Backup copies signed
+// user-years into SQL rows (one per user and month, the same for both
+// layouts); Restore rebuilds the signed days from them, and the state from
+// those on the next call. Freeze balances and frozen days are not backed
+// up: a service that sells freezes records its grants in its own SQL.
 //
-// Make-up (补签): MakeUp fills a missed day within the window (7 days) with a
-// card, recomputes the streak through the run the day joins, and records the
-// bonuses the longer streak makes due — once each, as the ledger's unique key
-// turns any repeat into a no-op.
+// Make-up (补签): MakeUp fills a missed (or frozen) day within the window (7
+// days) with a card, recomputes the streak through the run the day joins,
+// and records the bonuses the longer streak makes due — once each, as the
+// ledger's unique key turns any repeat into a no-op. A sign-in for a day
+// before the user's latest (a lagging clock, a queued request) fills it the
+// same way, without a card.
 //
 // Cluster: users are spread over Buckets hash tags; a user's bitmaps (or
 // hashes) and cards share the tag with the bucket's outbox stream and layout

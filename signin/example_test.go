@@ -45,3 +45,31 @@ func Example() {
 	// signed twice on one day: true
 	// ann's points: 130
 }
+
+// A freeze held before a missed day covers it: the streak goes on, and the
+// frozen day adds nothing to it.
+func ExampleService_AddFreezes() {
+	ctx := context.Background()
+	sc, err := devstack.OpenScratch(ctx, "example-freezes")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sc.Close()
+
+	now := time.Now().Add(-48 * time.Hour) // the day before yesterday
+	svc, _ := signin.New(sc.Redis, signin.Config{Namespace: sc.Namespace, DayStart: 4 * time.Hour, Now: func() time.Time { return now }})
+	svc.Sign(ctx, "ann", now)
+	held, _ := svc.AddFreezes(ctx, "ann", 1, "welcome-gift")
+	fmt.Println("freezes held:", held)
+
+	now = now.Add(48 * time.Hour) // ann missed yesterday
+	res, _ := svc.Sign(ctx, "ann", now)
+	fmt.Printf("streak %d, %d day frozen\n", res.Streak, len(res.Frozen))
+	st, _ := svc.Stats(ctx, "ann")
+	fmt.Printf("%+v\n", st)
+	// Output:
+	// freezes held: 1
+	// streak 2, 1 day frozen
+	// {Current:2 Longest:2 Total:2 Freezes:0 FrozenDays:1}
+}

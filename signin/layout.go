@@ -87,15 +87,40 @@ func (s *Service) year(user string, year int) string {
 	return s.space.Key(sl.bucket, "u", user, strconv.Itoa(year))
 }
 
+// frozenYear is the key of user's frozen days of year, laid out as year's
+// signed days are (under names Backup's scans do not match).
+func (s *Service) frozenYear(user string, year int) string {
+	sl := s.slotOf(user)
+	if s.cfg.Layout == Packed {
+		return s.space.Key(sl.bucket, "pf", strconv.Itoa(year), sl.hash)
+	}
+	return s.space.Key(sl.bucket, "fz", user, strconv.Itoa(year))
+}
+
+// stateKey is the key of user's streak state (a string of numbers, see
+// days.lua): a key of its own, or for Packed a field of a hash per group.
+func (s *Service) stateKey(user string) string {
+	sl := s.slotOf(user)
+	if s.cfg.Layout == Packed {
+		return s.space.Key(sl.bucket, "ps", sl.hash)
+	}
+	return s.space.Key(sl.bucket, "st", user)
+}
+
+// grants is the key of user's recent freeze grant ids.
+func (s *Service) grants(user string) string {
+	return s.space.Key(s.slotOf(user).bucket, "u", user, "grants")
+}
+
 // layoutKey is the key recording the layout of user's bucket.
 func (s *Service) layoutKey(user string) string { return s.space.Key(s.slotOf(user).bucket, "layout") }
 
-// readYear queues the read of user's year in pipe.
-func (s *Service) readYear(ctx context.Context, pipe redis.Pipeliner, user string, year int) *redis.StringCmd {
+// readUser queues the read of user's value in key (a year, or the state).
+func (s *Service) readUser(ctx context.Context, pipe redis.Pipeliner, user, key string) *redis.StringCmd {
 	if s.cfg.Layout == Packed {
-		return pipe.HGet(ctx, s.year(user, year), user)
+		return pipe.HGet(ctx, key, user)
 	}
-	return pipe.Get(ctx, s.year(user, year))
+	return pipe.Get(ctx, key)
 }
 
 // checkLayout fails with ErrLayout unless the stored layout (a GET of a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -212,11 +213,13 @@ func outboxEntries(t testing.TB, r *testenv.Redis, s *signin.Service) int64 {
 
 // 1,000 users signed into a leap year (y0+2) through 31 December cost at
 // most 64 bytes per user-year in the Packed layout, by Redis' own MEMORY
-// USAGE of every key left once the relay has drained the outboxes. A packed
-// user-year costs its field's length, set by its last day, not by how many
-// days are set: the test signs every 28th day (signing all 366 measured the
-// same 60.5 bytes, in twelve times the time). Every hash must still be a
-// listpack (under the spawned server's default hash-max-listpack-entries).
+// USAGE of every key left once the relay has drained the outboxes, and their
+// streak state (current, longest, total, freezes) at most 48 bytes per user
+// more. A packed user-year costs its field's length, set by its last day,
+// not by how many days are set: the test signs every 28th day (signing all
+// 366 measured the same 60.5 bytes, in twelve times the time). Every hash
+// must still be a listpack (under the spawned server's default
+// hash-max-listpack-entries).
 func TestPackedMemory(t *testing.T) {
 	r := testenv.NewRedis(t)
 	if r.Kind == devstack.Miniredis {
@@ -225,13 +228,14 @@ func TestPackedMemory(t *testing.T) {
 	s := newService(t, r, &testenv.Clock{}, signin.Config{Buckets: 8, Layout: signin.Packed, Users: 1000})
 	users := numberedUsers(1000)
 	signYear(t, s, users, y0+2, 28)
-	perUser, encodings := bytesPerUserYear(t, r, r.Namespace, s, len(users))
-	t.Logf("packed: %.1f bytes per user-year; encodings %v", perUser, encodings)
-	if perUser > 64 {
-		t.Fatalf("%.1f bytes per user-year, want at most 64", perUser)
+	m := measureMemory(t, r, r.Namespace, s)
+	perUser, perState := float64(m.years)/float64(len(users)), float64(m.state)/float64(len(users))
+	t.Logf("packed: %.1f bytes per user-year, %.1f per user's state; encodings %v", perUser, perState, m.encodings)
+	if perUser > 64 || perState > 48 {
+		t.Fatalf("%.1f bytes per user-year and %.1f per state, want at most 64 and 48", perUser, perState)
 	}
-	if len(encodings) != 2 || encodings["listpack"] == 0 {
-		t.Fatalf("key encodings %v: every hash should be a listpack", encodings)
+	if len(m.encodings) != 2 || m.encodings["listpack"] == 0 {
+		t.Fatalf("key encodings %v: every hash should be a listpack", m.encodings)
 	}
 }
 
@@ -276,29 +280,39 @@ func signYear(tb testing.TB, s *signin.Service, users []string, year, step int) 
 	wg.Wait()
 }
 
-// bytesPerUserYear deletes s's outbox streams (as the relay would) and
-// divides the MEMORY USAGE of every key left in namespace ns by the
-// user-years stored; it also counts the keys' encodings.
-func bytesPerUserYear(tb testing.TB, r *testenv.Redis, ns string, s *signin.Service, userYears int) (float64, map[string]int) {
+// memory is what Redis spends on a namespace's keys (MEMORY USAGE): the
+// user-years and the rest (layout keys), and the users' streak state.
+type memory struct {
+	years, state int64
+	encodings    map[string]int
+}
+
+// measureMemory deletes s's outbox streams (as the relay would) and sums
+// the MEMORY USAGE of every key left in namespace ns, state keys apart; it
+// also counts the keys' encodings.
+func measureMemory(tb testing.TB, r *testenv.Redis, ns string, s *signin.Service) memory {
 	tb.Helper()
 	ctx := context.Background()
 	for _, key := range s.Outboxes() {
 		r.Client.Del(ctx, key)
 	}
-	var total int64
-	encodings := map[string]int{}
+	m := memory{encodings: map[string]int{}}
 	iter := r.Client.Scan(ctx, 0, ns+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		n, err := r.Client.MemoryUsage(ctx, iter.Val(), 0).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			tb.Fatal(err)
 		}
-		total += n
+		if strings.Contains(iter.Val(), "}:ps:") || strings.Contains(iter.Val(), "}:st:") {
+			m.state += n
+		} else {
+			m.years += n
+		}
 		enc, _ := r.Client.ObjectEncoding(ctx, iter.Val()).Result()
-		encodings[enc]++
+		m.encodings[enc]++
 	}
 	if err := iter.Err(); err != nil {
 		tb.Fatal(err)
 	}
-	return float64(total) / float64(userYears), encodings
+	return m
 }

@@ -21,77 +21,104 @@ func (s *Service) Status(ctx context.Context, user string, day Date) (bool, erro
 	if err := s.checkUser(user); err != nil {
 		return false, err
 	}
-	years, err := s.years(ctx, user, day.Year, day.Year)
+	days, err := s.years(ctx, user, day.Year, day.Year, false)
 	if err != nil {
 		return false, err
 	}
-	return isSet(years[day.Year], day.offset()), nil
+	return days.signed(day), nil
 }
 
-// years reads user's years from..to, and checks the bucket's layout, in
-// one pipeline.
-func (s *Service) years(ctx context.Context, user string, from, to int) (map[int][]byte, error) {
+// userDays are a user's signed and frozen days of some years.
+type userDays struct{ signedYears, frozenYears map[int][]byte }
+
+func (u userDays) signed(d Date) bool  { return isSet(u.signedYears[d.Year], d.offset()) }
+func (u userDays) frozen(d Date) bool  { return isSet(u.frozenYears[d.Year], d.offset()) }
+func (u userDays) covered(d Date) bool { return u.signed(d) || u.frozen(d) }
+
+// years reads user's signed (and if frozen, frozen) days of years from..to,
+// and checks the bucket's layout, in one pipeline.
+func (s *Service) years(ctx context.Context, user string, from, to int, frozen bool) (userDays, error) {
 	pipe := s.rdb.Pipeline()
 	layout := pipe.Get(ctx, s.layoutKey(user))
-	cmds := map[int]*redis.StringCmd{}
+	signedCmds, frozenCmds := map[int]*redis.StringCmd{}, map[int]*redis.StringCmd{}
 	for y := from; y <= to; y++ {
-		cmds[y] = s.readYear(ctx, pipe, user, y)
+		signedCmds[y] = s.readUser(ctx, pipe, user, s.year(user, y))
+		if frozen {
+			frozenCmds[y] = s.readUser(ctx, pipe, user, s.frozenYear(user, y))
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("signin: read user-years: %w", err)
+		return userDays{}, fmt.Errorf("signin: read user-years: %w", err)
 	}
 	if err := s.checkLayout(layout); err != nil {
-		return nil, err
+		return userDays{}, err
 	}
-	out := map[int][]byte{}
-	for y, c := range cmds {
-		b, _ := c.Bytes()
-		out[y] = b
+	bits := func(cmds map[int]*redis.StringCmd) map[int][]byte {
+		out := map[int][]byte{}
+		for y, c := range cmds {
+			out[y], _ = c.Bytes()
+		}
+		return out
 	}
-	return out, nil
+	return userDays{bits(signedCmds), bits(frozenCmds)}, nil
 }
 
-// History returns the days user signed in on, from..to inclusive, in order.
+// History returns the days user signed in on, from..to inclusive, in order
+// (frozen days are not signed: see FrozenDays).
 func (s *Service) History(ctx context.Context, user string, from, to Date) ([]Date, error) {
+	return s.daysIn(ctx, user, from, to, userDays.signed)
+}
+
+// FrozenDays returns the missed days freezes covered, from..to inclusive,
+// in order.
+func (s *Service) FrozenDays(ctx context.Context, user string, from, to Date) ([]Date, error) {
+	return s.daysIn(ctx, user, from, to, userDays.frozen)
+}
+
+func (s *Service) daysIn(ctx context.Context, user string, from, to Date, is func(userDays, Date) bool) ([]Date, error) {
 	if err := s.checkUser(user); err != nil {
 		return nil, err
 	}
 	if to.Before(from) || daysBetween(from, to) > 3*366 {
-		return nil, fmt.Errorf("signin: history %s..%s (at most three years, in order)", from, to)
+		return nil, fmt.Errorf("signin: days %s..%s (at most three years, in order)", from, to)
 	}
-	bitmaps, err := s.years(ctx, user, from.Year, to.Year)
+	days, err := s.years(ctx, user, from.Year, to.Year, true)
 	if err != nil {
 		return nil, err
 	}
 	var out []Date
 	for d := from; !to.Before(d); d = d.AddDays(1) {
-		if isSet(bitmaps[d.Year], d.offset()) {
+		if is(days, d) {
 			out = append(out, d)
 		}
 	}
 	return out, nil
 }
 
-// Streak returns user's current streak at `at`: the run of consecutive
-// signed days ending today, or ending yesterday if today is not signed yet
-// (the streak is not broken before the day is over). Runs are counted back
-// at most two calendar years before this year, as Sign counts them.
+// Streak returns the streak recorded at `at`: the signed days of the run
+// ending on the day `at` counts for (DayOf), or ending the day before if
+// that day is neither signed nor frozen (the streak is not broken before
+// the day is over). Frozen days keep the run going and do not count. Runs
+// are counted back at most two calendar years before this year. Unlike
+// Stats.Current it does not count freezes not yet applied to missed days.
 func (s *Service) Streak(ctx context.Context, user string, at time.Time) (int, error) {
 	if err := s.checkUser(user); err != nil {
 		return 0, err
 	}
-	d := DateOf(at, s.location(user))
+	d := s.DayOf(user, at)
 	oldest := d.Year - 2
-	bitmaps, err := s.years(ctx, user, oldest, d.Year)
+	days, err := s.years(ctx, user, oldest, d.Year, true)
 	if err != nil {
 		return 0, err
 	}
-	if !isSet(bitmaps[d.Year], d.offset()) {
+	if !days.covered(d) {
 		d = d.AddDays(-1)
 	}
 	n := 0
-	for ; d.Year >= oldest && isSet(bitmaps[d.Year], d.offset()); d = d.AddDays(-1) {
-		n++
+	for ; d.Year >= oldest && days.covered(d); d = d.AddDays(-1) {
+		if days.signed(d) {
+			n++
+		}
 	}
 	return n, nil
 }
@@ -101,13 +128,13 @@ func (s *Service) MonthCount(ctx context.Context, user string, year int, month t
 	if err := s.checkUser(user); err != nil {
 		return 0, err
 	}
-	years, err := s.years(ctx, user, year, year)
+	days, err := s.years(ctx, user, year, year, false)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for d := (Date{year, month, 1}); d.Month == month; d = d.AddDays(1) {
-		if isSet(years[year], d.offset()) {
+		if days.signed(d) {
 			n++
 		}
 	}

@@ -16,15 +16,26 @@ import (
 var (
 	//go:embed bits.lua
 	bitsLua string
+	//go:embed days.lua
+	daysLua string
 	//go:embed sign.lua
 	signLua string
 	//go:embed makeup.lua
 	makeupLua string
+	//go:embed freeze.lua
+	freezeLua string
+	//go:embed sweep.lua
+	sweepLua string
+	//go:embed stats.lua
+	statsLua string
 	//go:embed restore.lua
 	restoreLua string
 
-	signScript    = redis.NewScript(bitsLua + signLua)
-	makeupScript  = redis.NewScript(bitsLua + makeupLua)
+	signScript    = redis.NewScript(bitsLua + daysLua + signLua)
+	makeupScript  = redis.NewScript(bitsLua + daysLua + makeupLua)
+	freezeScript  = redis.NewScript(bitsLua + daysLua + freezeLua)
+	sweepScript   = redis.NewScript(bitsLua + daysLua + sweepLua)
+	statsScript   = redis.NewScript(bitsLua + daysLua + statsLua)
 	restoreScript = redis.NewScript(bitsLua + restoreLua)
 )
 
@@ -79,6 +90,14 @@ type Config struct {
 	// when set, gives a user's own zone (nil result: Location).
 	Location     *time.Location
 	UserLocation func(user string) *time.Location
+	// DayStart is the local time of day at which a new day begins [0,
+	// midnight], from 0 to 24h exclusive: with 4h, a check-in at 00:30
+	// counts for the day before. See DayOf for the rule on DST days.
+	DayStart time.Duration
+	// MaxFreezes is how many streak freezes a user may hold [2], 1..365.
+	// A freeze covers one missed day (see the package documentation);
+	// AddFreezes never raises a balance past it.
+	MaxFreezes int
 	// DailyPoints for each day signed [10]; BonusPoints on every
 	// BonusEvery-th consecutive day [100, 7].
 	DailyPoints int64
@@ -119,6 +138,9 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 	if cfg.MakeUpWindow == 0 {
 		cfg.MakeUpWindow = 7
 	}
+	if cfg.MaxFreezes == 0 {
+		cfg.MaxFreezes = 2
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -133,6 +155,10 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("%w: negative points", ErrConfig)
 	case cfg.Layout != Bitmaps && cfg.Layout != Packed:
 		return nil, fmt.Errorf("%w: unknown %v", ErrConfig, cfg.Layout)
+	case cfg.DayStart < 0 || cfg.DayStart >= 24*time.Hour:
+		return nil, fmt.Errorf("%w: day start %v (0 to 24h exclusive)", ErrConfig, cfg.DayStart)
+	case cfg.MaxFreezes < 1 || cfg.MaxFreezes > 365:
+		return nil, fmt.Errorf("%w: %d freezes at most (1..365)", ErrConfig, cfg.MaxFreezes)
 	case cfg.Layout == Packed && cfg.Users < 1:
 		return nil, fmt.Errorf("%w: the Packed layout needs Users, the number of users to size its hashes for", ErrConfig)
 	}
@@ -152,8 +178,21 @@ func (s *Service) location(user string) *time.Location {
 	return s.cfg.Location
 }
 
-// Today is the user's current day.
-func (s *Service) Today(user string) Date { return DateOf(s.cfg.Now(), s.location(user)) }
+// Today is the user's current day: DayOf the clock's time.
+func (s *Service) Today(user string) Date { return s.DayOf(user, s.cfg.Now()) }
+
+// DayOf returns the day an instant counts for in user's time zone: the date
+// of its local wall-clock time less Config.DayStart (with a DayStart of 4h,
+// 03:59 on 2 March counts for 1 March, 04:00 for 2 March). Where the clock
+// skips DayStart (summer time begins), the day begins at the first instant
+// after the gap. Where the clock is set back across DayStart (summer time
+// ends), the day that began the first time the clock read DayStart goes on
+// through the repeated hour: a day never goes back to the one before. Every
+// call that maps an instant to a day (Sign, Today, MakeUp's window, Streak,
+// Stats and the freezes) uses this rule.
+func (s *Service) DayOf(user string, at time.Time) Date {
+	return dayOf(at, s.location(user), s.cfg.DayStart)
+}
 
 func (s *Service) cards(user string) string {
 	return s.space.Key(s.slotOf(user).bucket, "u", user, "cards")
@@ -201,32 +240,39 @@ func validUser(user string) error {
 type Result struct {
 	Date          Date
 	AlreadySigned bool
-	// Streak is the run of consecutive signed days ending at Date (for a
-	// make-up: through the end of the run the made-up day joined). Runs
-	// are counted back at most two calendar years before Date's year.
+	// Streak is the number of signed days in the run ending at Date (for a
+	// make-up or a late sign-in: through the end of the run the day
+	// joined). A run is consecutive days each signed or frozen; frozen days
+	// keep it going and do not count.
 	Streak int
 	// Points recorded for granting by this call (DailyPoints, plus
 	// BonusPoints on every BonusEvery-th day of a streak).
 	Points int64
+	// Frozen are the missed days this call covered with freezes, oldest
+	// first (a retry whose first run froze them reports none).
+	Frozen []Date
 }
 
-// Sign signs user in for the day `at` falls on in the user's time zone. It
-// sets the day's bit, computes the streak and records the reward tasks in one
-// script; signing the same day again changes nothing and grants nothing (so
-// a sign-in go-redis resends after a lost reply is recorded once, and
-// answers AlreadySigned).
+// Sign signs user in for the day `at` counts for (DayOf). In one script it
+// settles the days before that day (covering missed ones with freezes, see
+// the package documentation), sets the day's bit, updates the streak state
+// and records the reward tasks; signing the same day again changes nothing
+// and grants nothing (so a sign-in go-redis resends after a lost reply is
+// recorded once, answers AlreadySigned, and spends no freeze twice). A day
+// before the user's latest signed or frozen day (a late sign-in: a clock
+// behind the others, a queued request) is filled as MakeUp fills it, without
+// a card.
 func (s *Service) Sign(ctx context.Context, user string, at time.Time) (Result, error) {
 	if err := s.checkUser(user); err != nil {
 		return Result{}, err
 	}
-	d := DateOf(at, s.location(user))
-	keys := []string{s.year(user, d.Year-2), s.year(user, d.Year-1), s.year(user, d.Year), s.outbox(user), s.layoutKey(user)}
-	v, err := signScript.Run(ctx, s.rdb, keys, user, d.offset(), d.String(), daysIn(d.Year-2), daysIn(d.Year-1),
-		s.cfg.DailyPoints, s.cfg.BonusPoints, s.cfg.BonusEvery, expiry(d.Year), s.layoutName()).Int64Slice()
+	d := s.DayOf(user, at)
+	keys, args := s.dayCall(user, d.Year-2, s.stateKey(user), d)
+	v, err := signScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("signin: sign %s on %s: %w", user, d, scriptErr(err))
 	}
-	return Result{Date: d, AlreadySigned: v[0] == 1, Streak: int(v[1]), Points: v[2]}, nil
+	return Result{Date: d, AlreadySigned: v[0] == 1, Streak: int(v[1]), Points: v[2], Frozen: dates(v[3:])}, nil
 }
 
 // AddCards gives user n make-up cards.
@@ -240,9 +286,11 @@ func (s *Service) AddCards(ctx context.Context, user string, n int64) error {
 	return s.rdb.IncrBy(ctx, s.cards(user), n).Err()
 }
 
-// MakeUp signs user in for a missed day within the make-up window (not
-// today, not the future), spending one card. The streak through the run the
-// day joins is recomputed, and bonuses that become due are recorded.
+// MakeUp signs user in for a missed (or frozen) day within the make-up
+// window (not today, not the future), spending one card; a frozen day gives
+// its freeze back (up to MaxFreezes). The streak through the run the day
+// joins is recomputed, and bonuses that become due are recorded. Like every
+// call that writes, it first settles the days before today (freezes).
 func (s *Service) MakeUp(ctx context.Context, user string, day Date) (Result, error) {
 	if err := s.checkUser(user); err != nil {
 		return Result{}, err
@@ -252,17 +300,8 @@ func (s *Service) MakeUp(ctx context.Context, user string, day Date) (Result, er
 	if back < 1 || back > s.cfg.MakeUpWindow {
 		return Result{}, fmt.Errorf("%w: %s is %d days before %s (1..%d)", ErrOutsideWindow, day, back, today, s.cfg.MakeUpWindow)
 	}
-	y := day.Year
-	keys := []string{s.year(user, y-2), s.year(user, y-1), s.year(user, y), s.year(user, y+1), s.cards(user), s.outbox(user), s.layoutKey(user)}
-	args := []any{user, daysIn(y - 2), daysIn(y - 1), s.cfg.DailyPoints, s.cfg.BonusPoints, s.cfg.BonusEvery, expiry(y + 1), s.layoutName()}
-	for d := day; !today.Before(d); d = d.AddDays(1) {
-		ki := 3
-		if d.Year > y {
-			ki = 4
-		}
-		args = append(args, ki, d.offset(), d.String())
-	}
-	v, err := makeupScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	keys, args := s.dayCall(user, day.Year-2, s.cards(user), today)
+	v, err := makeupScript.Run(ctx, s.rdb, keys, append(args, dayNumber(day))...).Int64Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("signin: make up %s for %s: %w", day, user, scriptErr(err))
 	}
@@ -272,5 +311,5 @@ func (s *Service) MakeUp(ctx context.Context, user string, day Date) (Result, er
 	case -2:
 		return Result{}, fmt.Errorf("%w: %s", ErrAlreadySigned, day)
 	}
-	return Result{Date: day, Streak: int(v[1]), Points: v[2]}, nil
+	return Result{Date: day, Streak: int(v[1]), Points: v[2], Frozen: dates(v[3:])}, nil
 }
