@@ -28,8 +28,9 @@ type conformance struct {
 // fault is healed and the block's own repair (client retries by request id,
 // gateway redeliveries, Sweep) has run: stock is never oversold nor
 // undersold (available + locked + sold = initial, sold = units of paid
-// orders), an order is paid at most once, and every fen the gateway
-// collected is either an order's payment or a refund.
+// orders not refunded by line), an order is paid at most once, each paid
+// order ships in two parcels and refunds its lines exactly once, and every
+// fen the gateway collected is either an order's payment or a refund.
 func TestConformanceSQLFaults(t *testing.T) {
 	f := testenv.NewFaultySQL(t, 2)
 	c := newConformance(t, f.DBs, testenv.NewRedis(t), f.Proxy)
@@ -92,6 +93,8 @@ const (
 	saleStock  = 8
 	saleBuyers = 12
 	salePrice  = 1999
+	accStock   = 100 // the accessory each buyer takes two of
+	accPrice   = 350
 )
 
 // sale sells sku to more buyers than it has units while fault runs: each
@@ -99,9 +102,15 @@ const (
 // attempts, every fourth cancels, and the gateway delivers both attempts'
 // callbacks (twice each). A fifth of the buyers never pay, and are closed
 // at their deadline by RunDue or, where Redis lost their entry, by Sweep.
+// Each buyer whose order was paid ships it in two parcels with a line
+// refund between them, every third returns sku afterwards, and the refunds
+// are paid back — every request retried until it has an answer.
 func (c *conformance) sale(sku string, fault func(stop <-chan struct{})) {
 	t, ctx := c.t, context.Background()
 	if err := c.s.PutSKU(ctx, sku, salePrice, saleStock); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.s.PutSKU(ctx, sku+"-acc", accPrice, accStock); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -132,6 +141,7 @@ func (c *conformance) sale(sku string, fault func(stop <-chan struct{})) {
 			mu.Lock()
 			collected[o.ID] = got
 			mu.Unlock()
+			c.fulfil(o, sku, i%3 == 0)
 		})
 	}
 	wg.Wait()
@@ -175,17 +185,62 @@ func retry[T any](op func(ctx context.Context) (T, error), final ...error) (T, e
 }
 
 func (c *conformance) buy(sku string, i int) (order.Order, error) {
-	n := order.NewOrder{User: fmt.Sprintf("%s-u%d", sku, i), RequestID: "r1", Lines: []order.Line{{SKU: sku, Qty: 1}}}
+	n := order.NewOrder{User: fmt.Sprintf("%s-u%d", sku, i), RequestID: "r1", Lines: []order.Line{{SKU: sku, Qty: 1}, {SKU: sku + "-acc", Qty: 2}}}
 	return retry(func(ctx context.Context) (order.Order, error) { return c.s.Create(ctx, n) }, order.ErrOutOfStock)
 }
 
-// payTwice starts two payment attempts for o, cancels it first if asked,
-// and delivers both callbacks twice; it returns what the gateway collected.
+// fulfil ships a paid order in two parcels — one accessory, then the rest —
+// refunds the other accessory between them (it is cancelled: it never
+// ships), returns sku afterwards if asked, and pays the refunds back.
+func (c *conformance) fulfil(o order.Order, sku string, returns bool) {
+	t := c.t
+	o, err := retry(func(ctx context.Context) (order.Order, error) { return c.s.Get(ctx, o.ID) })
+	if err != nil {
+		t.Errorf("read %d: %v", o.ID, err)
+		return
+	}
+	if o.Status != order.Paid {
+		return
+	}
+	acc := []order.Line{{SKU: sku + "-acc", Qty: 1}}
+	if _, err := retry(func(ctx context.Context) (order.Parcel, error) {
+		p, _, err := c.s.ShipParcel(ctx, o.ID, order.NewParcel{RequestID: "parcel-1", Lines: acc})
+		return p, err
+	}); err != nil {
+		t.Errorf("parcel of %d: %v", o.ID, err)
+		return
+	}
+	refund := func(lines []order.Line, req string) {
+		r, err := retry(func(ctx context.Context) (order.Refund, error) {
+			return c.s.RefundLines(ctx, o.ID, lines, "return", req)
+		})
+		if err != nil {
+			t.Errorf("line refund %s of %d: %v", req, o.ID, err)
+			return
+		}
+		if _, err := retry(func(ctx context.Context) (order.Refund, error) { return c.s.RefundPaid(ctx, r.RefundNo) }); err != nil {
+			t.Errorf("pay back refund %d: %v", r.RefundNo, err)
+		}
+	}
+	refund(acc, "cancel-acc")
+	if _, err := retry(func(ctx context.Context) (order.Order, error) { return c.s.Ship(ctx, o.ID) }); err != nil {
+		t.Errorf("ship the rest of %d: %v", o.ID, err)
+	}
+	if returns {
+		refund([]order.Line{{SKU: sku, Qty: 1}}, "return-main")
+	}
+}
+
+// payTwice starts two payment attempts for o (each request retried by its
+// id until it has an answer), cancels it first if asked, and delivers both
+// callbacks twice; it returns what the gateway collected.
 func (c *conformance) payTwice(o order.Order, cancel bool) int64 {
 	t := c.t
 	var pays []order.Payment
 	for _, ch := range []string{"wechat", "alipay"} {
-		p, err := retry(func(ctx context.Context) (order.Payment, error) { return c.s.StartPayment(ctx, o.ID, ch) })
+		p, err := retry(func(ctx context.Context) (order.Payment, error) {
+			return c.s.StartPaymentRequest(ctx, o.ID, ch, "pay-"+ch)
+		})
 		if err != nil {
 			t.Errorf("start payment of %d: %v", o.ID, err)
 			return 0
@@ -210,21 +265,29 @@ func (c *conformance) payTwice(o order.Order, cancel bool) int64 {
 	return pays[0].Amount + pays[1].Amount
 }
 
-// check asserts the invariants on sku's stock and on orders ids.
+// check asserts the invariants on sku's stock, its accessory's, and on
+// orders ids.
 func (c *conformance) check(sku string, ids []int64, collected map[int64]int64) {
 	t, ctx := c.t, context.Background()
 	st, err := c.s.StockOf(ctx, sku)
 	if err != nil {
 		t.Fatal(err)
 	}
+	acc, err := c.s.StockOf(ctx, sku+"-acc")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if st.Available < 0 || st.Locked != 0 || st.Available+st.Locked+st.Sold != saleStock {
 		t.Errorf("stock %+v: want available + sold = %d and nothing locked", st, saleStock)
+	}
+	if acc.Locked != 0 || acc.Available+acc.Sold != accStock {
+		t.Errorf("accessory stock %+v: want available + sold = %d and nothing locked", acc, accStock)
 	}
 	orders, err := c.s.GetMany(ctx, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var paid, kept, refunded, took int64
+	var paid, kept, refunded, took, keptUnits, keptAcc int64
 	for _, id := range ids {
 		o := orders[id]
 		refunds, err := c.s.Refunds(ctx, id)
@@ -232,19 +295,38 @@ func (c *conformance) check(sku string, ids []int64, collected map[int64]int64) 
 			t.Fatal(err)
 		}
 		byPayment := map[int64]bool{}
+		var strays, byLine int64
 		for _, r := range refunds {
-			if byPayment[r.PayNo] || r.PayNo == o.PayNo && o.Status == order.Paid {
+			if r.Lines != nil { // the order's own, by line
+				byLine += r.Amount
+				if r.Status != order.RefundDone || r.PayNo != o.PayNo {
+					t.Errorf("order %d: line refund %+v", id, r)
+				}
+				continue
+			}
+			if byPayment[r.PayNo] || r.PayNo == o.PayNo && o.PayNo != 0 {
 				t.Errorf("order %d: payment %d refunded twice or refunded and kept", id, r.PayNo)
 			}
 			byPayment[r.PayNo] = true
 			refunded += r.Amount
+			strays++
 		}
 		switch {
-		case o.Status == order.Paid:
+		case o.PayNo != 0:
 			paid++
 			kept += o.Amount
-			if len(refunds) != 1 {
-				t.Errorf("paid order %d: %d refunds, want 1 (its second attempt)", id, len(refunds))
+			main, accessory := o.Items[0], o.Items[1]
+			keptUnits += main.Qty - main.Refunded
+			keptAcc += accessory.Qty - accessory.Refunded
+			if strays != 1 {
+				t.Errorf("paid order %d: %d refunds of payments, want 1 (its second attempt)", id, strays)
+			}
+			if o.Status != order.Shipped || accessory.Shipped != 1 || accessory.Refunded != 1 || main.Shipped != 1 ||
+				byLine != o.Refunded || byLine != accPrice+main.Refunded*salePrice {
+				t.Errorf("paid order %d after its parcels and line refunds: %+v, %d refunded by line", id, o, byLine)
+			}
+			if ps, err := c.s.Parcels(ctx, id); err != nil || len(ps) != 2 {
+				t.Errorf("paid order %d: parcels %+v, %v; want 2", id, ps, err)
 			}
 		case o.Status == order.Closed && len(refunds) != 0 && len(refunds) != 2:
 			t.Errorf("closed order %d: %d refunds, want both attempts or none", id, len(refunds))
@@ -256,8 +338,11 @@ func (c *conformance) check(sku string, ids []int64, collected map[int64]int64) 
 		}
 		took += collected[id]
 	}
-	if st.Sold != paid {
-		t.Errorf("%d units sold, %d orders paid", st.Sold, paid)
+	if paid == 0 {
+		t.Errorf("no order was paid: parcels and line refunds untried")
+	}
+	if st.Sold != keptUnits || acc.Sold != keptAcc || keptAcc != paid {
+		t.Errorf("%d and %d units sold; %d orders paid keep %d and %d", st.Sold, acc.Sold, paid, keptUnits, keptAcc)
 	}
 	if took != kept+refunded {
 		t.Errorf("the gateway collected %d fen; orders kept %d and %d were refunded (difference %d)", took, kept, refunded, took-kept-refunded)

@@ -16,10 +16,11 @@ const (
 	maxMoney = 1 << 50 // fen: ~11 trillion yuan, far from int64 overflow in sums
 )
 
-// Line is one SKU and quantity a buyer asks for; the price is the server's.
+// Line is one SKU and a quantity of it: what a buyer asks for (the price is
+// the server's), what a parcel carries, what a line refund gives back.
 type Line struct {
-	SKU string
-	Qty int64
+	SKU string `json:"sku"`
+	Qty int64  `json:"qty"`
 }
 
 // NewOrder is a request to create an order.
@@ -47,11 +48,18 @@ func (n NewOrder) validate() error {
 	if !n.PayBy.IsZero() && (n.PayBy.Year() < 2000 || n.PayBy.Year() > 9999) {
 		return fmt.Errorf("%w: pay-by %v", ErrInvalid, n.PayBy)
 	}
-	if len(n.Lines) == 0 || len(n.Lines) > maxItems {
-		return fmt.Errorf("%w: %d lines (1..%d)", ErrInvalid, len(n.Lines), maxItems)
+	return validLines(n.Lines)
+}
+
+// validLines checks the lines of a request: 1..50 of them, valid SKUs,
+// quantities 1..1,000,000, no SKU twice (a repeated line is refused rather
+// than merged: it is more often a client's bug than its intent).
+func validLines(lines []Line) error {
+	if len(lines) == 0 || len(lines) > maxItems {
+		return fmt.Errorf("%w: %d lines (1..%d)", ErrInvalid, len(lines), maxItems)
 	}
 	seen := map[string]bool{}
-	for _, l := range n.Lines {
+	for _, l := range lines {
 		if err := validSKU(l.SKU); err != nil {
 			return err
 		}
@@ -64,6 +72,33 @@ func (n NewOrder) validate() error {
 		seen[l.SKU] = true
 	}
 	return nil
+}
+
+// itemOf returns the index of sku's line in items, or an ErrInvalid.
+func itemOf(o *Order, sku string) (int, error) {
+	for i, it := range o.Items {
+		if it.SKU == sku {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: order %d has no line %s", ErrInvalid, o.ID, sku)
+}
+
+// sameLines reports whether two requests name the same lines, in any order.
+func sameLines(a, b []Line) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	qty := map[string]int64{}
+	for _, l := range a {
+		qty[l.SKU] = l.Qty
+	}
+	for _, l := range b {
+		if q, ok := qty[l.SKU]; !ok || q != l.Qty {
+			return false
+		}
+	}
+	return true
 }
 
 // Create records an order for n at the server's prices, reserves its stock

@@ -1,8 +1,19 @@
 // Package order records orders and payments: a one-way state machine,
-// inventory reservations, idempotent payment callbacks, timeouts, an SQL
-// outbox and reconciliation against a gateway statement. It is the record
-// of seed 004's e-commerce flow (seckill is its gate) and of the design
-// course's order case [7,000 orders/s at a sale, about ten writes each].
+// inventory reservations, idempotent payment callbacks, timeouts, shipments
+// in parcels, refunds by amount and by order line, an SQL outbox and
+// reconciliation against a gateway statement. It is the record of seed
+// 004's e-commerce flow (seckill is its gate) and of the design course's
+// order case [7,000 orders/s at a sale, about ten writes each].
+//
+// An order's life, every step safe to retry:
+//
+//	o, _ := svc.Create(ctx, order.NewOrder{User: "ann", RequestID: "checkout-1", Lines: lines})
+//	p, _ := svc.StartPaymentRequest(ctx, o.ID, "wechat", "pay-1") // a double click: one attempt
+//	svc.HandleCallback(ctx, cb)                                    // the gateway's report: paid
+//	svc.ShipParcel(ctx, o.ID, order.NewParcel{RequestID: "wh-7", Lines: some}) // partly_shipped
+//	r, _ := svc.RefundLines(ctx, o.ID, []order.Line{{SKU: "case", Qty: 1}}, "return", "rma-3")
+//	svc.Ship(ctx, o.ID)                                            // the rest: shipped
+//	svc.RefundPaid(ctx, r.RefundNo)                                // the money went back
 //
 // # Guarantees
 //
@@ -39,7 +50,51 @@
 // repeat of the request or closed at the deadline (its Cancel then fences
 // off any late Reserve).
 //
-// Payments: one row per attempt. HandleCallback is idempotent by the
+// Shipments: ShipParcel ships some units of a paid order's lines, at most
+// what each line has left (bought, not shipped, not refunded), idempotently
+// by the parcel's request id; the order is partly_shipped while units are
+// left and shipped (ShippedAt set, AutoComplete counted from it) when none
+// are. Ship ships everything left as one parcel and, on an order already
+// shipped, changes nothing, as it always did. Each parcel is one row and
+// one EventParcel in the order's transaction: announced exactly once into
+// the outbox (delivered at least once).
+//
+// Refunds: RequestRefund pays an amount back before anything shipped and
+// returns no stock; RefundLines pays units of lines back at any time after
+// payment — Qty × the line's price, exact, since an order's amount is the
+// sum of its lines' (no order-level discounts or shipping fees to pro-rate)
+// — and returns those units to stock: unshipped units first (they are
+// cancelled), beyond them shipped ones (a return, requested once the goods
+// are back). Per line, units refunded never exceed those bought; per order,
+// every refund requested, by amount and by line, adds up to at most what
+// was paid (a line refund worth more than is left is ErrRefundTooLarge);
+// both are decided under the order's row lock, against its lines' counts
+// and the sum of its refund rows, and a request id (shared by both kinds)
+// makes each request apply once, concurrent twins and retries after a lost
+// reply included. The stock of a line refund goes back in the SKU's
+// inventory database after the commit, once per refund and SKU behind a
+// barrier row, finished by a repeat of the request or by Sweep after a
+// crash. Refunds of all that is left make the order refunding, RefundPaid
+// makes it refunded once every fen went back; a partial amount refund
+// paid back returns it to paid.
+//
+// States (Transitions, StateTable):
+//
+//	pending        → paid            payment succeeded
+//	pending        → closed          timeout or cancel
+//	paid           → partly_shipped  a parcel shipped some units
+//	paid           → shipped         a parcel shipped every unit not refunded
+//	partly_shipped → shipped         the last units shipped, or the rest were refunded
+//	shipped        → completed       received or auto-complete
+//	paid, partly_shipped, shipped, completed → refunding
+//	                                 refunds requested reach the paid amount (from paid: any amount refund)
+//	refunding      → paid            partial amount refund paid back, nothing else due
+//	refunding      → refunded        full refund paid back
+//
+// Payments: one row per attempt. StartPaymentRequest is idempotent by
+// (order, request id): a double click, or a retry after a lost reply, gets
+// the same attempt; a new request id (or StartPayment) makes another
+// attempt, and of several that collect, one pays and the rest are refunded. HandleCallback is idempotent by the
 // gateway's transaction id (the first delivery records its outcome; every
 // repeat reads it back and writes nothing). A callback must match the
 // attempt's amount and currency, or it is refused (ErrCallback) and
@@ -53,7 +108,7 @@
 // complete after AutoComplete (10 days), through Redis sorted-set delay
 // queues (RunDue) with Sweep as the backstop when Redis lost an entry or a
 // process died between two steps; Sweep also settles stock a crash left
-// unsettled. Redis holds nothing else here: losing it costs promptness,
+// unsettled and returns the units of line refunds it left unreturned. Redis holds nothing else here: losing it costs promptness,
 // never correctness.
 //
 // Events: each transition writes an Event to its database's outbox table in
@@ -85,6 +140,10 @@
 // Databases: MySQL 8 / MariaDB 10.6+ through the "mysql" driver, or SQLite
 // through "sqlite" (modernc.org/sqlite; one connection per pool, no SKIP
 // LOCKED needed with one writer). The package links neither driver.
+// Migrate creates what is missing and nothing else: parcels, line refunds
+// and payment request ids came as new tables, so an existing database is
+// brought up to date online, and its orders (shipped whole before parcels
+// existed included) take part in the new calls unchanged.
 //
 // A Service is safe for concurrent use, by many processes at once.
 package order

@@ -24,15 +24,19 @@ const EventVersion = 1
 const (
 	EventStatus          = "status"           // an order changed state (From → To)
 	EventCreated         = "created"          // an order was recorded (To = Pending)
-	EventRefundRequested = "refund_requested" // money must go back (Amount, PayNo, Reason)
+	EventRefundRequested = "refund_requested" // money must go back (Amount, PayNo, RefundNo, Reason); RefundOf has a line refund's lines
+	EventParcel          = "parcel"           // a parcel shipped (ParcelNo, Lines; Amount: the goods' value)
 )
 
 // Event is what the order outbox publishes, keyed by order id, as JSON:
 //
 //	{"v":1,"id":"o123-v2","kind":"status","order":123,"user":"u1","from":"pending","to":"paid","version":2,"amount":990,"at":1764480000000}
 //
-// ID is unique per event (order and version, or refund number), so
-// consumers de-duplicate on it; delivery is at-least-once.
+// ID is unique per event (order and version, refund number, or "p" and the
+// parcel number), so consumers de-duplicate on it; delivery is
+// at-least-once. ParcelNo and Lines appear only in parcel events (a
+// consumer built before parcels refuses those as poison and reads every
+// other event as before; upgrade consumers first).
 type Event struct {
 	V        int    `json:"v"`
 	ID       string `json:"id"`
@@ -45,6 +49,8 @@ type Event struct {
 	Amount   int64  `json:"amount"`
 	PayNo    int64  `json:"pay_no,omitempty"`
 	RefundNo int64  `json:"refund_no,omitempty"`
+	ParcelNo int64  `json:"parcel_no,omitempty"`
+	Lines    []Line `json:"lines,omitempty"`
 	Reason   string `json:"reason,omitempty"`
 	At       int64  `json:"at"` // Unix ms
 }

@@ -266,6 +266,9 @@ type Hold struct {
 	// order was paid) or HoldReleased (the order closed; the units went back
 	// to Available).
 	State string
+	// Returned is how many of a sold hold's units line refunds put back in
+	// Available.
+	Returned int64
 }
 
 // Hold states.
@@ -276,8 +279,9 @@ const (
 )
 
 // Holds returns sku's stock and every order's reservation of it, read in one
-// transaction: Available plus the units of the reserved and sold holds is
-// the SKU's total at that instant. It reads every reservation the SKU ever
+// transaction: Available plus the units of the reserved holds and of the
+// sold ones not returned (Qty − Returned) is the SKU's total at that
+// instant. It reads every reservation the SKU ever
 // had, so it is for reconciling a SKU of bounded sales (a flash sale's), not
 // a catalogue's best seller.
 func (s *Service) Holds(ctx context.Context, sku string) (Stock, []Hold, error) {
@@ -303,11 +307,49 @@ func (s *Service) Holds(ctx context.Context, sku string) (Stock, []Hold, error) 
 		if err := tx.SelectContext(ctx, &rows, `SELECT order_id, qty, state FROM `+gene.Sibling(sh, "inventory_tx")+` WHERE sku = ? AND qty > 0`, sku); err != nil {
 			return fmt.Errorf("order: reservations of %s: %w", sku, err)
 		}
+		var returns []struct {
+			Order int64 `db:"order_id"`
+			Qty   int64 `db:"qty"`
+		}
+		if err := tx.SelectContext(ctx, &returns, `SELECT order_id, SUM(qty) AS qty FROM `+gene.Sibling(sh, "inventory_returns")+` WHERE sku = ? GROUP BY order_id`, sku); err != nil {
+			return fmt.Errorf("order: returns of %s: %w", sku, err)
+		}
+		returned := map[int64]int64{}
+		for _, r := range returns {
+			returned[r.Order] = r.Qty
+		}
 		holds = holds[:0]
 		for _, r := range rows {
-			holds = append(holds, Hold{Order: r.Order, Qty: r.Qty, State: r.State})
+			holds = append(holds, Hold{Order: r.Order, Qty: r.Qty, State: r.State, Returned: returned[r.Order]})
 		}
 		return nil
 	})
 	return st, holds, err
+}
+
+// returnStock moves qty units of sku from sold back to available for a
+// line refund, once per (refund, sku): a repeat finds its barrier row and
+// changes nothing.
+func (s *Service) returnStock(ctx context.Context, refundNo, order int64, sku string, qty int64) error {
+	sh := s.inventory.ByKey(sku)
+	return inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO `+gene.Sibling(sh, "inventory_returns")+` (refund_no, sku, order_id, qty, returned_at) VALUES (?, ?, ?, ?, ?)`,
+			refundNo, sku, order, qty, s.now())
+		if sqlutil.IsDuplicate(err) {
+			return nil // returned before
+		}
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE `+sh.Table+` SET sold = sold - ?, available = available + ? WHERE sku = ? AND sold >= ?`, qty, qty, sku, qty)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n != 1 { // the refund's order was confirmed first: only a broken record gets here
+			return fmt.Errorf("order: return %d of %s for refund %d: fewer sold", qty, sku, refundNo)
+		}
+		return nil
+	})
 }

@@ -75,17 +75,6 @@ func (s *Service) settleStock(ctx context.Context, o *Order) error {
 	return nil
 }
 
-// Ship marks a paid order shipped and schedules its auto-completion. An
-// order already shipped is returned unchanged (a retry is harmless); any
-// other status but paid is ErrIllegalTransition.
-func (s *Service) Ship(ctx context.Context, id int64) (Order, error) {
-	o, err := s.step(ctx, id, Paid, Shipped, `, shipped_at = ?`, s.now())
-	if err == nil {
-		s.schedule(ctx, queueComplete, id, o.ShippedAt.Add(s.cfg.AutoComplete))
-	}
-	return o, err
-}
-
 // Complete marks a shipped order received (the buyer confirmed, or
 // AutoComplete passed). An order already completed is returned unchanged;
 // any other status but shipped is ErrIllegalTransition.
@@ -114,9 +103,6 @@ func (s *Service) step(ctx context.Context, id int64, from, to Status, set strin
 		}
 		return illegal(id, o.Status, to)
 	})
-	if err == nil && to == Shipped && o.ShippedAt.IsZero() {
-		o.ShippedAt = o.UpdatedAt
-	}
 	return o, err
 }
 
@@ -215,12 +201,14 @@ type SweepReport struct {
 	Closed    int // pending orders past their deadline, closed
 	Completed int // shipped orders past AutoComplete, completed
 	Settled   int // orders whose stock was confirmed or cancelled late
+	Restocked int // line refunds whose units were put back in stock late
 }
 
 // Sweep is the backstop of the delay queues and of crashes: on every order
 // table it closes pending orders past their deadline, completes shipped ones
 // past AutoComplete, and settles the stock of paid or closed orders a crash
-// left unsettled — at most batch of each per table. Run it every minute or
+// left unsettled, and returns to stock the units of line refunds a crash
+// left unreturned — at most batch of each per table. Run it every minute or
 // so; it is idempotent and safe beside RunDue and other sweepers.
 func (s *Service) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 	var rep SweepReport
@@ -262,6 +250,11 @@ func (s *Service) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 				return rep, err
 			}
 			rep.Settled++
+		}
+		n, err := s.restockDue(ctx, sh, batch)
+		rep.Restocked += n
+		if err != nil {
+			return rep, err
 		}
 	}
 	return rep, nil

@@ -12,7 +12,14 @@ import (
 	"github.com/casebook-dev/casebook/shard"
 )
 
-// Per order shard: orders, payment attempts, callbacks seen, refunds.
+// Per order shard: orders, payment attempts and their request ids,
+// callbacks seen, refunds and their lines, parcels. Tables added after the
+// first release (pay_requests, refund_lines, parcels; inventory_returns) are
+// new tables, never new columns, so Migrate brings an existing database up
+// to date with CREATE TABLE IF NOT EXISTS alone: online, no table rewritten
+// or locked. Orders made before them need nothing: an item's shipped and
+// refunded counts live in its JSON and read as zero when absent, and an
+// order shipped whole before parcels existed reads as every unit shipped.
 func orderTables(sh shard.Shard) []sqlutil.Table {
 	return []sqlutil.Table{{
 		Name: sh.Table,
@@ -64,10 +71,35 @@ func orderTables(sh shard.Shard) []sqlutil.Table {
 			status VARCHAR(16) NOT NULL,
 			created_at BIGINT NOT NULL`,
 		Indexes: []string{"UNIQUE uq_dedupe (dedupe)", "ix_order (order_id)"},
+	}, {
+		Name: gene.Sibling(sh, "pay_requests"), // StartPaymentRequest's request ids
+		Columns: `dedupe {{key}} NOT NULL PRIMARY KEY,
+			pay_no BIGINT NOT NULL`,
+	}, {
+		Name: gene.Sibling(sh, "refund_lines"),
+		Columns: `refund_no BIGINT NOT NULL,
+			sku {{key}} NOT NULL,
+			order_id BIGINT NOT NULL,
+			qty BIGINT NOT NULL,
+			amount BIGINT NOT NULL,
+			restocked SMALLINT NOT NULL,
+			PRIMARY KEY (refund_no, sku)`,
+		Indexes: []string{"ix_order (order_id)", "ix_restock (restocked)"},
+	}, {
+		Name: gene.Sibling(sh, "parcels"),
+		Columns: `parcel_no BIGINT NOT NULL PRIMARY KEY,
+			order_id BIGINT NOT NULL,
+			dedupe {{key}} NOT NULL,
+			request_id VARCHAR(64) NOT NULL,
+			tracking VARCHAR(64) NOT NULL,
+			items TEXT NOT NULL,
+			created_at BIGINT NOT NULL`,
+		Indexes: []string{"UNIQUE uq_dedupe (dedupe)", "ix_order (order_id)"},
 	}}
 }
 
-// Per inventory shard: stock per SKU and the reservation barrier.
+// Per inventory shard: stock per SKU, the reservation barrier, and the
+// barrier of line refunds' returns to stock (one row per refund and SKU).
 func inventoryTables(sh shard.Shard) []sqlutil.Table {
 	return []sqlutil.Table{{
 		Name: sh.Table,
@@ -84,6 +116,15 @@ func inventoryTables(sh shard.Shard) []sqlutil.Table {
 			state VARCHAR(16) NOT NULL,
 			updated_at BIGINT NOT NULL,
 			PRIMARY KEY (order_id, sku)`,
+		Indexes: []string{"ix_sku (sku)"}, // Holds
+	}, {
+		Name: gene.Sibling(sh, "inventory_returns"),
+		Columns: `refund_no BIGINT NOT NULL,
+			sku {{key}} NOT NULL,
+			order_id BIGINT NOT NULL,
+			qty BIGINT NOT NULL,
+			returned_at BIGINT NOT NULL,
+			PRIMARY KEY (refund_no, sku)`,
 		Indexes: []string{"ix_sku (sku)"}, // Holds
 	}}
 }

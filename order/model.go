@@ -16,11 +16,30 @@ import (
 
 // Item is one line of an order. Price is the unit price in the currency's
 // smallest unit (fen), taken from the inventory when the order is created:
-// the server's price is the only price.
+// the server's price is the only price. Shipped and Refunded count the
+// line's units in parcels (ShipParcel, Ship) and in line refunds
+// (RefundLines); a refund takes the line's unshipped units first, and only
+// beyond them is it a return of shipped ones.
 type Item struct {
-	SKU   string `json:"sku"`
-	Qty   int64  `json:"qty"`
-	Price int64  `json:"price"`
+	SKU      string `json:"sku"`
+	Qty      int64  `json:"qty"`
+	Price    int64  `json:"price"`
+	Shipped  int64  `json:"shipped,omitempty"`
+	Refunded int64  `json:"refunded,omitempty"`
+}
+
+// ToShip is how many of the line's units are still to ship: bought, not
+// shipped, not refunded.
+func (it Item) ToShip() int64 { return max(0, it.Qty-it.Shipped-it.Refunded) }
+
+// toShip is how many units of every line are still to ship, and how many
+// have shipped.
+func toShip(items []Item) (left, shipped int64) {
+	for _, it := range items {
+		left += it.ToShip()
+		shipped += it.Shipped
+	}
+	return left, shipped
 }
 
 // Stock settlement of an order's reservations.
@@ -48,7 +67,7 @@ type Order struct {
 	CreatedAt   time.Time
 	PayDeadline time.Time
 	PaidAt      time.Time // zero until paid
-	ShippedAt   time.Time // zero until shipped
+	ShippedAt   time.Time // zero until shipped: when its last unit shipped (or was refunded) and it became Shipped
 	UpdatedAt   time.Time
 
 	stock int
@@ -94,6 +113,13 @@ func (r row) order() (Order, error) {
 	}
 	if err := json.Unmarshal([]byte(r.Items), &o.Items); err != nil {
 		return Order{}, fmt.Errorf("order: order %d has unreadable items: %w", r.ID, err)
+	}
+	if _, shipped := toShip(o.Items); shipped == 0 && (o.Status == Shipped || o.Status == Completed) {
+		// Shipped whole before lines counted their units (no order ships
+		// nothing and becomes Shipped now): every unit went.
+		for i := range o.Items {
+			o.Items[i].Shipped = o.Items[i].Qty
+		}
 	}
 	return o, nil
 }
@@ -158,6 +184,34 @@ func (s *Service) update(ctx context.Context, tx *sqlx.Tx, o *Order, to Status, 
 	from := o.Status
 	o.Status, o.Version, o.UpdatedAt = to, o.Version+1, instant(now)
 	return s.emit(ctx, tx, Event{Kind: EventStatus, OrderID: o.ID, User: o.User, From: from, To: to, Version: o.Version, Amount: o.Amount, At: now})
+}
+
+// save writes o's items and the extra assignments in set inside tx, moving
+// it to status to (one transition of the state machine, with its event) or,
+// when to is its status already, only bumping its version under the same
+// conditional UPDATE: a change of an order's lines is guarded exactly as a
+// transition is.
+func (s *Service) save(ctx context.Context, tx *sqlx.Tx, o *Order, to Status, set string, args ...any) error {
+	items, _ := json.Marshal(o.Items) // plain structs: cannot fail
+	set = `, items = ?` + set
+	args = append([]any{string(items)}, args...)
+	if to != o.Status {
+		return s.update(ctx, tx, o, to, set, args...)
+	}
+	sh := s.shardOfID(o.ID)
+	now := s.now()
+	res, err := tx.ExecContext(ctx, `UPDATE `+sh.Table+` SET version = version + 1, updated_at = ?`+set+` WHERE id = ? AND status = ? AND version = ?`,
+		append(append([]any{now}, args...), o.ID, string(o.Status), o.Version)...)
+	if err != nil {
+		return fmt.Errorf("order: update %d: %w", o.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("order: update %d: %w", o.ID, err)
+	} else if n == 0 {
+		return fmt.Errorf("%w: order %d is no longer %s v%d", ErrConflict, o.ID, o.Status, o.Version)
+	}
+	o.Version, o.UpdatedAt = o.Version+1, instant(now)
+	return nil
 }
 
 // inTx runs fn in a transaction on db, again from the start when the

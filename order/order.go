@@ -45,6 +45,10 @@ var (
 	// ErrRefundTooLarge is returned for a refund above what is left of the
 	// paid amount.
 	ErrRefundTooLarge = errors.New("order: refund exceeds the paid amount")
+	// ErrQuantity is returned for a parcel or a line refund that asks for
+	// more units of a line than it has left (to ship, or not yet refunded);
+	// nothing was changed.
+	ErrQuantity = errors.New("order: more units than the line has left")
 	// ErrCallback is wrapped by payment callbacks that are refused (amount or
 	// currency mismatch, unknown payment); they are recorded, never applied.
 	ErrCallback = errors.New("order: payment callback refused")

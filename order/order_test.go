@@ -147,12 +147,15 @@ func TestIllegalTransitionsRefused(t *testing.T) {
 	n := 0
 	make := func(to order.Status) order.Order {
 		n++
-		o := f.create("u", fmt.Sprint("r", n), order.Line{SKU: "s", Qty: 1})
+		o := f.create("u", fmt.Sprint("r", n), order.Line{SKU: "s", Qty: 2})
 		switch to {
 		case order.Closed:
 			o, _ = f.s.CancelOrder(ctx, o.ID, order.ReasonUserCancel)
-		case order.Paid, order.Shipped, order.Completed, order.Refunding, order.Refunded:
+		case order.Paid, order.PartiallyShipped, order.Shipped, order.Completed, order.Refunding, order.Refunded:
 			f.pay(o, fmt.Sprint("tx", n))
+		}
+		if to == order.PartiallyShipped {
+			f.s.ShipParcel(ctx, o.ID, order.NewParcel{RequestID: "p", Lines: []order.Line{{SKU: "s", Qty: 1}}})
 		}
 		if to == order.Shipped || to == order.Completed {
 			f.s.Ship(ctx, o.ID)
@@ -161,7 +164,7 @@ func TestIllegalTransitionsRefused(t *testing.T) {
 			f.s.Complete(ctx, o.ID)
 		}
 		if to == order.Refunding || to == order.Refunded {
-			r, _ := f.s.RequestRefund(ctx, o.ID, 100, "return", fmt.Sprint("rr", n))
+			r, _ := f.s.RequestRefund(ctx, o.ID, o.Amount, "return", fmt.Sprint("rr", n))
 			if to == order.Refunded {
 				f.s.RefundPaid(ctx, r.RefundNo)
 			}
@@ -173,8 +176,12 @@ func TestIllegalTransitionsRefused(t *testing.T) {
 		return o
 	}
 	ops := map[order.Status]func(o order.Order) error{
-		order.Closed:    func(o order.Order) error { _, err := f.s.CancelOrder(ctx, o.ID, order.ReasonUserCancel); return err },
-		order.Shipped:   func(o order.Order) error { _, err := f.s.Ship(ctx, o.ID); return err },
+		order.Closed:  func(o order.Order) error { _, err := f.s.CancelOrder(ctx, o.ID, order.ReasonUserCancel); return err },
+		order.Shipped: func(o order.Order) error { _, err := f.s.Ship(ctx, o.ID); return err },
+		order.PartiallyShipped: func(o order.Order) error {
+			_, _, err := f.s.ShipParcel(ctx, o.ID, order.NewParcel{RequestID: "another", Lines: []order.Line{{SKU: "s", Qty: 1}}})
+			return err
+		},
 		order.Completed: func(o order.Order) error { _, err := f.s.Complete(ctx, o.ID); return err },
 		order.Refunding: func(o order.Order) error { _, err := f.s.RequestRefund(ctx, o.ID, 1, "x", "again"); return err },
 		order.Paid: func(o order.Order) error {
@@ -182,7 +189,7 @@ func TestIllegalTransitionsRefused(t *testing.T) {
 			return err
 		},
 	}
-	all := []order.Status{order.Pending, order.Paid, order.Shipped, order.Completed, order.Closed, order.Refunding, order.Refunded}
+	all := []order.Status{order.Pending, order.Paid, order.PartiallyShipped, order.Shipped, order.Completed, order.Closed, order.Refunding, order.Refunded}
 	for _, from := range all {
 		for to, op := range ops {
 			if order.CanTransition(from, to) || from == to {
@@ -200,14 +207,19 @@ func TestIllegalTransitionsRefused(t *testing.T) {
 	if order.StateTable() == "" || !order.CanTransition(order.Pending, order.Paid) || order.CanTransition(order.Closed, order.Paid) {
 		t.Fatal("state table")
 	}
-	// No operation returns an order to Pending, and only RefundPaid of a
-	// requested refund makes one Refunded: the table must agree.
+	// No operation returns an order to Pending, only RefundPaid of a
+	// requested refund makes one Refunded (from Refunding, where refunds of
+	// all that is left put it), and a partly shipped order never goes back
+	// to Paid: the table must agree.
 	for _, from := range all {
 		if order.CanTransition(from, order.Pending) {
 			t.Errorf("the table lets %s go back to pending", from)
 		}
 		if order.CanTransition(from, order.Refunded) != (from == order.Refunding) {
 			t.Errorf("the table says %s → refunded is %v", from, order.CanTransition(from, order.Refunded))
+		}
+		if order.CanTransition(order.PartiallyShipped, from) && from != order.Shipped && from != order.Refunding {
+			t.Errorf("the table lets a partly shipped order become %s", from)
 		}
 	}
 }

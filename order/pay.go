@@ -39,16 +39,52 @@ const (
 
 // StartPayment records a payment attempt for a pending, reserved order,
 // for the order's full amount, and returns it (its PayNo is what the gateway
-// is asked to collect).
+// is asked to collect). Every call makes a new attempt — a buyer may retry
+// or switch channel, and of several attempts that collect, one pays the
+// order and the others become refunds — so a client that may send one
+// request twice (a double click, a retry after a lost reply) should call
+// StartPaymentRequest instead.
 func (s *Service) StartPayment(ctx context.Context, orderID int64, channel string) (Payment, error) {
+	return s.startPayment(ctx, orderID, channel, "")
+}
+
+// StartPaymentRequest is StartPayment made idempotent by requestID (1..64
+// printable ASCII, per order): the first call records the attempt, and
+// every repeat — concurrent, or after a lost reply, even once the order is
+// paid — returns that same attempt and records nothing. A repeat naming
+// another channel is ErrInvalid. A different request id makes another
+// attempt, as StartPayment does.
+func (s *Service) StartPaymentRequest(ctx context.Context, orderID int64, channel, requestID string) (Payment, error) {
+	if err := validUser(requestID); err != nil {
+		return Payment{}, fmt.Errorf("%w: request id %q", ErrInvalid, requestID)
+	}
+	return s.startPayment(ctx, orderID, channel, requestID)
+}
+
+func (s *Service) startPayment(ctx context.Context, orderID int64, channel, requestID string) (Payment, error) {
 	if channel == "" || len(channel) > 32 {
 		return Payment{}, fmt.Errorf("%w: channel %q", ErrInvalid, channel)
+	}
+	if orderID <= 0 {
+		return Payment{}, fmt.Errorf("%w: order id %d", ErrInvalid, orderID)
+	}
+	sh := s.shardOfID(orderID)
+	dedupe := dedupeKey("pay-req", strconv.FormatInt(orderID, 10), requestID)
+	if requestID != "" {
+		if p, err := s.paymentByRequest(ctx, sh, dedupe, channel); err == nil || !errors.Is(err, ErrNotFound) {
+			return p, err
+		}
 	}
 	o, err := s.Get(ctx, orderID)
 	if err != nil {
 		return Payment{}, err
 	}
 	if o.Status != Pending || !o.Reserved {
+		if requestID != "" { // a twin of the request may have started it, and it paid since
+			if p, err := s.paymentByRequest(ctx, sh, dedupe, channel); err == nil || !errors.Is(err, ErrNotFound) {
+				return p, err
+			}
+		}
 		return Payment{}, fmt.Errorf("%w: order %d is %s (reserved %v), not payable", ErrIllegalTransition, o.ID, o.Status, o.Reserved)
 	}
 	payNo, err := s.newID(ctx, o.User)
@@ -56,12 +92,41 @@ func (s *Service) StartPayment(ctx context.Context, orderID int64, channel strin
 		return Payment{}, err
 	}
 	p := Payment{PayNo: payNo, OrderID: o.ID, Channel: channel, Amount: o.Amount, Currency: o.Currency, Status: PaymentCreated, CreatedAt: s.now()}
-	sh := s.shardOfID(payNo)
-	if _, err := sh.DB.ExecContext(ctx, `INSERT INTO `+gene.Sibling(sh, "payments")+` (pay_no, order_id, channel, amount, currency, status, gateway_txn, created_at, paid_at)
-		VALUES (?, ?, ?, ?, ?, ?, NULL, ?, 0)`, p.PayNo, p.OrderID, p.Channel, p.Amount, p.Currency, p.Status, p.CreatedAt); err != nil {
+	err = inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
+		if requestID != "" {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO `+gene.Sibling(sh, "pay_requests")+` (dedupe, pay_no) VALUES (?, ?)`, dedupe, payNo); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO `+gene.Sibling(sh, "payments")+` (pay_no, order_id, channel, amount, currency, status, gateway_txn, created_at, paid_at)
+			VALUES (?, ?, ?, ?, ?, ?, NULL, ?, 0)`, p.PayNo, p.OrderID, p.Channel, p.Amount, p.Currency, p.Status, p.CreatedAt)
+		return err
+	})
+	if requestID != "" && sqlutil.IsDuplicate(err) { // a concurrent twin of the request won
+		return s.paymentByRequest(ctx, sh, dedupe, channel)
+	}
+	if err != nil {
 		return Payment{}, fmt.Errorf("order: start payment: %w", err)
 	}
 	return p, nil
+}
+
+// paymentByRequest returns the attempt a StartPaymentRequest recorded
+// under dedupe, or ErrNotFound.
+func (s *Service) paymentByRequest(ctx context.Context, sh shard.Shard, dedupe, channel string) (Payment, error) {
+	var payNo int64
+	err := sh.DB.GetContext(ctx, &payNo, `SELECT pay_no FROM `+gene.Sibling(sh, "pay_requests")+` WHERE dedupe = ?`, dedupe)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Payment{}, fmt.Errorf("%w: payment request", ErrNotFound)
+	}
+	if err != nil {
+		return Payment{}, fmt.Errorf("order: read payment request: %w", err)
+	}
+	p, err := s.loadPayment(ctx, sh.DB, sh, payNo, false)
+	if err == nil && p.Channel != channel {
+		return Payment{}, fmt.Errorf("%w: the request started payment %d on channel %s, not %s", ErrInvalid, p.PayNo, p.Channel, channel)
+	}
+	return p, err
 }
 
 // PaymentOf returns payment attempt payNo.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/jmoiron/sqlx"
 
@@ -14,16 +15,27 @@ import (
 	"github.com/casebook-dev/casebook/shard"
 )
 
-// Refund is money owed back to a payer: part or all of a paid order, or the
-// whole of a payment that arrived for an order that could not take it.
+// Refund is money owed back to a payer: an amount of a paid order
+// (RequestRefund), units of its lines (RefundLines), or the whole of a
+// payment that arrived for an order that could not take it.
 type Refund struct {
-	RefundNo  int64  `db:"refund_no"`
-	OrderID   int64  `db:"order_id"`
-	PayNo     int64  `db:"pay_no"`
+	RefundNo  int64        `db:"refund_no"`
+	OrderID   int64        `db:"order_id"`
+	PayNo     int64        `db:"pay_no"`
+	Amount    int64        `db:"amount"`
+	Reason    string       `db:"reason"`
+	Status    string       `db:"status"` // requested, done
+	CreatedAt int64        `db:"created_at"`
+	Lines     []RefundLine `db:"-"` // a line refund's lines; nil for a refund by amount
+}
+
+// RefundLine is one line of a line refund: units of a SKU, their money (Qty
+// × the line's price) and whether they are back in stock yet.
+type RefundLine struct {
+	SKU       string `db:"sku"`
+	Qty       int64  `db:"qty"`
 	Amount    int64  `db:"amount"`
-	Reason    string `db:"reason"`
-	Status    string `db:"status"` // requested, done
-	CreatedAt int64  `db:"created_at"`
+	Restocked bool   `db:"restocked"`
 }
 
 // Refund statuses.
@@ -51,10 +63,13 @@ func (s *Service) insertRefund(ctx context.Context, tx *sqlx.Tx, sh shard.Shard,
 		Amount: r.Amount, PayNo: r.PayNo, RefundNo: r.RefundNo, Reason: r.Reason, At: now})
 }
 
-// RequestRefund asks to pay amount of a paid order back (partial refunds
-// add up to at most the paid amount). It moves the order Paid → Refunding
-// and returns the refund to pay out. requestID (1..64 printable ASCII) makes
-// it idempotent: a repeat returns the first refund.
+// RequestRefund asks to pay amount of a paid order back, before anything
+// shipped (partial refunds, by amount and by line, add up to at most the
+// paid amount). It moves the order Paid → Refunding and returns the refund
+// to pay out; it returns no stock (RefundLines does). requestID (1..64
+// printable ASCII) makes it idempotent: a repeat returns the first refund.
+// Request ids are shared with RefundLines: one id names one refund of the
+// order, of either kind.
 func (s *Service) RequestRefund(ctx context.Context, orderID, amount int64, reason, requestID string) (Refund, error) {
 	if amount < 1 || reason == "" || len(reason) > 32 || validUser(requestID) != nil {
 		return Refund{}, fmt.Errorf("%w: refund of %d, reason %q, request %q", ErrInvalid, amount, reason, requestID)
@@ -63,7 +78,7 @@ func (s *Service) RequestRefund(ctx context.Context, orderID, amount int64, reas
 		return Refund{}, fmt.Errorf("%w: order id %d", ErrInvalid, orderID)
 	}
 	sh := s.shardOfID(orderID)
-	dedupe := dedupeKey("req", strconv.FormatInt(orderID, 10), requestID)
+	dedupe := dedupeKey(refundRequest, strconv.FormatInt(orderID, 10), requestID)
 	if r, err := s.refundBy(ctx, sh.DB, sh, "dedupe", dedupe); err == nil || !errors.Is(err, ErrNotFound) {
 		return r, err
 	}
@@ -72,16 +87,24 @@ func (s *Service) RequestRefund(ctx context.Context, orderID, amount int64, reas
 		return Refund{}, err
 	}
 	r := Refund{RefundNo: refundNo, OrderID: orderID, Amount: amount, Reason: reason, Status: RefundRequested}
+	var twin *Refund
 	err = inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
 		o, err := s.load(ctx, tx, sh, orderID, true)
 		if err != nil {
 			return err
 		}
+		if twin, err = s.twinRefund(ctx, tx, sh, dedupe); twin != nil || err != nil {
+			return err
+		}
 		if o.Status != Paid {
 			return illegal(orderID, o.Status, Refunding)
 		}
-		if amount > o.Amount-o.Refunded {
-			return fmt.Errorf("%w: %d asked, %d of %d left", ErrRefundTooLarge, amount, o.Amount-o.Refunded, o.Amount)
+		due, err := s.refundsDue(ctx, tx, sh, orderID)
+		if err != nil {
+			return err
+		}
+		if left := o.Amount - due.requested; amount > left {
+			return fmt.Errorf("%w: %d asked, %d of %d left", ErrRefundTooLarge, amount, left, o.Amount)
 		}
 		r.PayNo = o.PayNo
 		if err := s.update(ctx, tx, &o, Refunding, ""); err != nil {
@@ -95,13 +118,18 @@ func (s *Service) RequestRefund(ctx context.Context, orderID, amount int64, reas
 	if err != nil {
 		return Refund{}, err
 	}
+	if twin != nil { // a concurrent twin of the request won (it made the order Refunding)
+		return *twin, nil
+	}
 	return s.refundBy(ctx, sh.DB, sh, "refund_no", refundNo)
 }
 
 // RefundPaid records that the gateway paid refund refundNo back. For a
-// refund of a paid order, the order's refunded total grows and the order
-// goes Refunding → Refunded when all of it went back, else back to Paid. A
-// refund marked done before is a no-op.
+// refund of a paid order (by amount or by line), the order's refunded total
+// grows; the order becomes Refunded when all of its paid amount went back,
+// goes from Refunding back to Paid when a partial amount refund was paid and
+// no other refund of it is due, and otherwise keeps its status. A refund
+// marked done before is a no-op.
 func (s *Service) RefundPaid(ctx context.Context, refundNo int64) (Refund, error) {
 	if refundNo <= 0 {
 		return Refund{}, fmt.Errorf("%w: refund %d", ErrInvalid, refundNo)
@@ -112,22 +140,36 @@ func (s *Service) RefundPaid(ctx context.Context, refundNo int64) (Refund, error
 		if err != nil || r.Status == RefundDone {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE `+gene.Sibling(sh, "refunds")+` SET status = ? WHERE refund_no = ? AND status = ?`, RefundDone, refundNo, RefundRequested); err != nil {
-			return err
-		}
+		// The order's row lock first: every refund of the order is decided
+		// under it, so its sums below are the order's last word.
 		o, err := s.load(ctx, tx, sh, r.OrderID, true)
 		if err != nil {
 			return err
 		}
-		if o.Status != Refunding || o.PayNo != r.PayNo {
-			return nil // a refund of money the order never took (late or second payment)
+		res, err := tx.ExecContext(ctx, `UPDATE `+gene.Sibling(sh, "refunds")+` SET status = ? WHERE refund_no = ? AND status = ?`, RefundDone, refundNo, RefundRequested)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // a concurrent twin marked it done first, and counted it
+		}
+		own, err := s.ownRefund(ctx, tx, sh, refundNo)
+		if err != nil || !own || o.PayNo != r.PayNo {
+			return err // a refund of money the order never took (late or second payment)
+		}
+		due, err := s.refundsDue(ctx, tx, sh, o.ID)
+		if err != nil {
+			return err
 		}
 		refunded := o.Refunded + r.Amount
-		to := Paid
-		if refunded >= o.Amount {
+		to := o.Status
+		switch {
+		case refunded >= o.Amount:
 			to = Refunded
+		case o.Status == Refunding && due.requested-due.done == 0 && due.requested < o.Amount:
+			to = Paid
 		}
-		return s.update(ctx, tx, &o, to, `, refunded = ?`, refunded)
+		return s.save(ctx, tx, &o, to, `, refunded = ?`, refunded)
 	})
 	if err != nil {
 		return Refund{}, err
@@ -135,25 +177,86 @@ func (s *Service) RefundPaid(ctx context.Context, refundNo int64) (Refund, error
 	return s.refundBy(ctx, sh.DB, sh, "refund_no", refundNo)
 }
 
-// Refunds lists the refunds of an order.
+// Refunds of an order itself (RequestRefund, RefundLines) have a dedupe key
+// of kind refundRequest; those of a payment it could not take, of kind
+// "pay".
+const refundRequest = "req"
+
+// due is what refunds of an order's own payment add up to: requested (in
+// any status) and done.
+type due struct{ requested, done int64 }
+
+// refundsDue sums the refunds of order id's own payment, inside tx (after
+// the order's row lock).
+func (s *Service) refundsDue(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, id int64) (due, error) {
+	var d struct {
+		Requested int64 `db:"requested"`
+		Done      int64 `db:"done"`
+	}
+	err := tx.GetContext(ctx, &d, `SELECT COALESCE(SUM(amount), 0) AS requested, COALESCE(SUM(CASE WHEN status = ? THEN amount ELSE 0 END), 0) AS done
+		FROM `+gene.Sibling(sh, "refunds")+` WHERE order_id = ? AND dedupe LIKE ?`, RefundDone, id, refundRequest+":%")
+	if err != nil {
+		return due{}, fmt.Errorf("order: refunds of %d: %w", id, err)
+	}
+	return due{requested: d.Requested, done: d.Done}, nil
+}
+
+// ownRefund reports whether refund refundNo is one of its order's own
+// (requested for the order), not of a payment the order could not take.
+func (s *Service) ownRefund(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, refundNo int64) (bool, error) {
+	var dedupe string
+	if err := tx.GetContext(ctx, &dedupe, `SELECT dedupe FROM `+gene.Sibling(sh, "refunds")+` WHERE refund_no = ?`, refundNo); err != nil {
+		return false, fmt.Errorf("order: read refund %d: %w", refundNo, err)
+	}
+	return strings.HasPrefix(dedupe, refundRequest+":"), nil
+}
+
+// Refunds lists the refunds of an order, with their lines.
 func (s *Service) Refunds(ctx context.Context, orderID int64) ([]Refund, error) {
+	if orderID <= 0 {
+		return nil, fmt.Errorf("%w: order id %d", ErrInvalid, orderID)
+	}
 	sh := s.shardOfID(orderID)
 	var rs []Refund
-	err := sh.DB.SelectContext(ctx, &rs, `SELECT refund_no, order_id, pay_no, amount, reason, status, created_at FROM `+gene.Sibling(sh, "refunds")+` WHERE order_id = ? ORDER BY refund_no`, orderID)
+	err := sh.DB.SelectContext(ctx, &rs, `SELECT `+refundColumns+` FROM `+gene.Sibling(sh, "refunds")+` WHERE order_id = ? ORDER BY refund_no`, orderID)
 	if err != nil {
 		return nil, fmt.Errorf("order: refunds of %d: %w", orderID, err)
+	}
+	lines, err := s.refundLinesOf(ctx, sh.DB, sh, orderID, 0)
+	if err != nil {
+		return nil, err
+	}
+	for i := range rs {
+		rs[i].Lines = lines[rs[i].RefundNo]
 	}
 	return rs, nil
 }
 
+// RefundOf returns refund refundNo with its lines: what the consumer of an
+// EventRefundRequested reads to learn a line refund's units.
+func (s *Service) RefundOf(ctx context.Context, refundNo int64) (Refund, error) {
+	if refundNo <= 0 {
+		return Refund{}, fmt.Errorf("%w: refund %d", ErrInvalid, refundNo)
+	}
+	sh := s.shardOfID(refundNo)
+	return s.refundBy(ctx, sh.DB, sh, "refund_no", refundNo)
+}
+
+const refundColumns = `refund_no, order_id, pay_no, amount, reason, status, created_at`
+
 func (s *Service) refundBy(ctx context.Context, q querier, sh shard.Shard, column string, v any) (Refund, error) {
 	var r Refund
-	err := q.GetContext(ctx, &r, `SELECT refund_no, order_id, pay_no, amount, reason, status, created_at FROM `+gene.Sibling(sh, "refunds")+` WHERE `+column+` = ?`, v)
+	err := q.GetContext(ctx, &r, `SELECT `+refundColumns+` FROM `+gene.Sibling(sh, "refunds")+` WHERE `+column+` = ?`, v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Refund{}, fmt.Errorf("%w: refund %s %v", ErrNotFound, column, v)
 	}
 	if err != nil {
 		return Refund{}, fmt.Errorf("order: read refund: %w", err)
 	}
+	lines, err := s.refundLinesOf(ctx, q, sh, 0, r.RefundNo)
+	if err != nil {
+		return Refund{}, err
+	}
+	r.Lines = lines[r.RefundNo]
 	return r, nil
 }
