@@ -11,6 +11,20 @@
 // Delivery: at-least-once. The producer is idempotent (no duplicates from its
 // own retries), but a consumer may see a message again after a crash or a
 // rebalance, so every casebook handler is idempotent.
+//
+// Observability: a Consumer emits OpenTelemetry metrics and spans
+// (ConsumerConfig.MeterProvider/TracerProvider, by default the global ones,
+// free while none is installed):
+//
+//	casebook.kafka.operation.duration  histogram (s)  casebook.operation, casebook.outcome, casebook.reason
+//	casebook.kafka.operations          counter        the same
+//	casebook.kafka.consumer.lag        gauge (messages) per claimed partition (messaging.destination.name, messaging.destination.partition.id):
+//	                                                 the partition's high-water mark − the last settled offset − 1
+//
+// Operations: handle (one handler call: ok; refused with reason poison, the
+// message then skipped or dead-lettered; error, a transient failure retried —
+// each retry counts again) and dead_letter (one dead-letter publish). Each
+// is a span "kafka.<operation>"; a handler's spans nest under handle.
 package kafka
 
 import (
@@ -22,6 +36,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/casebook-dev/casebook/outbox"
 )
@@ -110,6 +126,11 @@ type ConsumerConfig struct {
 	// RetryBackoff is the pause before a message whose handler failed with a
 	// transient error is tried again. Default 100ms.
 	RetryBackoff time.Duration
+	// MeterProvider and TracerProvider receive the consumer's metrics and
+	// spans (see the package documentation); nil: OpenTelemetry's global
+	// providers, which cost nothing while none is installed.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 // ErrConfig reports an invalid ConsumerConfig.
@@ -127,6 +148,7 @@ type Consumer struct {
 	cfg      ConsumerConfig
 	handled  atomic.Int64
 	poisoned atomic.Int64
+	obs      *instruments
 }
 
 // NewConsumer consumes topics through group (which the caller closes).
@@ -141,7 +163,7 @@ func NewConsumer(group sarama.ConsumerGroup, topics []string, h outbox.Handler, 
 		return nil, fmt.Errorf("%w: RetryBackoff %v is negative", ErrConfig, cfg.RetryBackoff)
 	}
 	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, 100*time.Millisecond)
-	return &Consumer{group: group, topics: topics, h: h, cfg: cfg}, nil
+	return &Consumer{group: group, topics: topics, h: h, cfg: cfg, obs: newInstruments(cfg.MeterProvider, cfg.TracerProvider)}, nil
 }
 
 // Handled counts messages applied; Poisoned counts messages skipped or
@@ -174,6 +196,8 @@ func (*Consumer) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 
 // ConsumeClaim implements sarama.ConsumerGroupHandler.
 func (c *Consumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	lag := c.obs.claimed(claim.Topic(), claim.Partition())
+	defer c.obs.released(claim.Topic(), claim.Partition())
 	for {
 		select {
 		case m, ok := <-claim.Messages():
@@ -184,6 +208,7 @@ func (c *Consumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Cons
 				return nil // not marked: redelivered to the next owner
 			}
 			s.MarkMessage(m, "")
+			lag.Store(max(0, claim.HighWaterMarkOffset()-m.Offset-1))
 		case <-s.Context().Done():
 			return nil
 		}
@@ -194,7 +219,8 @@ func (c *Consumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Cons
 // session ended first.
 func (c *Consumer) settle(ctx context.Context, m *sarama.ConsumerMessage) bool {
 	for {
-		err := c.h(ctx, m.Key, m.Value)
+		hctx, call := c.obs.handle.Start(ctx)
+		err := call.End(c.h(hctx, m.Key, m.Value))
 		if err == nil {
 			c.handled.Add(1)
 			return true
@@ -220,7 +246,8 @@ func (c *Consumer) deadLetter(ctx context.Context, m *sarama.ConsumerMessage, ca
 	if c.cfg.DeadLetter == nil {
 		return nil
 	}
-	return c.cfg.DeadLetter.Publish(ctx, []outbox.Message{{Topic: c.cfg.DeadLetterTopic, Key: m.Key, Value: m.Value}})
+	ctx, call := c.obs.deadLetter.Start(ctx)
+	return call.End(c.cfg.DeadLetter.Publish(ctx, []outbox.Message{{Topic: c.cfg.DeadLetterTopic, Key: m.Key, Value: m.Value}}))
 }
 
 // ConsumeN joins groupID on topics with Config and runs h until n messages

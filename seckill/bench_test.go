@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/order"
@@ -101,21 +105,7 @@ func BenchmarkBuyBatched(b *testing.B) {
 	r := testenv.NewRedis(b)
 	sl := benchSale(b, r, Config{})
 	var n atomic.Int64
-	b.Run("batcher", func(b *testing.B) {
-		bt := sl.NewBatcher(BatchConfig{})
-		defer bt.Close()
-		b.ReportAllocs()
-		b.SetParallelism(256)
-		start := testenv.Now()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if _, err := bt.Buy(ctx, "u"+strconv.FormatInt(n.Add(1), 10), 1); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		decisionsPerSec(b, start, b.N)
-	})
+	b.Run("batcher", func(b *testing.B) { buyBatched(b, sl, "u", &n) })
 	b.Run("raw-pipelined-evalsha", func(b *testing.B) {
 		sha := buyScript.Load(ctx, r.Client).Val()
 		b.ReportAllocs()
@@ -154,4 +144,41 @@ func BenchmarkBuyWait(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkObservability: the batched buy with no OpenTelemetry provider
+// (impl=none: what every service that set none up pays), and with the SDK
+// recording every metric and sampling every span into an exporter that drops
+// them (impl=sdk), in one run.
+func BenchmarkObservability(b *testing.B) {
+	for _, impl := range []string{"none", "sdk"} {
+		r := testenv.NewRedis(b)
+		cfg := Config{}
+		if impl == "sdk" {
+			cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+			cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
+		}
+		sl := benchSale(b, r, cfg)
+		var n atomic.Int64
+		b.Run("impl="+impl, func(b *testing.B) { buyBatched(b, sl, impl, &n) })
+	}
+}
+
+// buyBatched buys one unit per op through a Batcher from 256 goroutines per
+// core, each buyer new (prefix and n).
+func buyBatched(b *testing.B, sl *Sale, prefix string, n *atomic.Int64) {
+	ctx := context.Background()
+	bt := sl.NewBatcher(BatchConfig{})
+	defer bt.Close()
+	b.ReportAllocs()
+	b.SetParallelism(256)
+	start := testenv.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := bt.Buy(ctx, prefix+strconv.FormatInt(n.Add(1), 10), 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	decisionsPerSec(b, start, b.N)
 }

@@ -78,6 +78,12 @@ func (sl *Sale) home(user string) int { return int(xxhash.Sum64String(user) % ui
 // Buy reserves qty units for user and returns the reservation id. The
 // reservation's order (OrderOf) must be paid within PayTimeout or it is released.
 func (sl *Sale) Buy(ctx context.Context, user string, qty int64) (string, error) {
+	ctx, call := sl.s.obs.buy.Start(ctx)
+	id, err := sl.buy(ctx, user, qty)
+	return id, call.End(err)
+}
+
+func (sl *Sale) buy(ctx context.Context, user string, qty int64) (string, error) {
 	if err := sl.admit(ctx, user, qty); err != nil {
 		return "", err
 	}
@@ -297,6 +303,12 @@ func (sl *Sale) NewBatcher(cfg BatchConfig) *Batcher {
 
 // Buy is Sale.Buy through the batcher.
 func (b *Batcher) Buy(ctx context.Context, user string, qty int64) (string, error) {
+	ctx, call := b.sl.s.obs.buyBatched.Start(ctx)
+	id, err := b.buy(ctx, user, qty)
+	return id, call.End(err)
+}
+
+func (b *Batcher) buy(ctx context.Context, user string, qty int64) (string, error) {
 	if err := b.sl.admit(ctx, user, qty); err != nil {
 		return "", err
 	}
@@ -346,6 +358,9 @@ func (b *Batcher) loop(bucket int, q chan *waiting) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		d, err := b.sl.decide(ctx, bucket, reqs)
 		cancel()
+		if in := b.sl.s.obs; in.block.Metering() {
+			in.batch.Record(ctx, int64(len(reqs)))
+		}
 		for i, w := range batch {
 			w.d, w.slot, w.err = d, i, err
 			close(w.done)

@@ -150,5 +150,28 @@
 // modernc.org/sqlite, one connection per pool), for the campaigns and, through
 // order, the orders. The package links neither driver.
 //
+// Observability: the Service emits OpenTelemetry metrics and spans to
+// Config.MeterProvider and TracerProvider, by default the global ones (a
+// service that set OpenTelemetry up gets them with no casebook code; one
+// that did not pays nothing: no clock read, no span, no allocation).
+//
+//	casebook.seckill.operation.duration  histogram (s)      casebook.operation, casebook.outcome, casebook.reason
+//	casebook.seckill.operations          counter            the same
+//	casebook.seckill.batch.size          histogram (buyers)  buyers decided per buy-script call of a Batcher
+//	casebook.seckill.stock               gauge (units)       units left in Redis per campaign this process opened (read at collection)
+//	casebook.seckill.reconcile.drift     gauge (units)       Report.Drift of the last Reconcile per campaign
+//
+// Operations are buy (Sale.Buy), buy_batched (Batcher.Buy), handle_order
+// (HandleOrder) and reconcile; outcomes ok, refused, canceled and error;
+// a refused buy gives its reason — sold_out, limit_reached, rate_limited,
+// not_started, ended, invalid, no_campaign — and a refused handle_order is
+// a poison message (reason poison). ErrNotReplicated and ErrStateLost are
+// errors. Campaign gauges carry casebook.seckill.campaign (the campaign id);
+// no attribute holds a buyer or a reservation id. Each operation is a span
+// "seckill.<operation>" with its outcome as an attribute and, for an error,
+// the error recorded. Cost measured with BenchmarkObservability (impl=none
+// against impl=sdk, the SDK recording everything into exporters that drop
+// it): see the benchmark's doc and the CHANGELOG for the figures.
+//
 // A Service, a Sale and a Batcher are safe for concurrent use.
 package seckill

@@ -27,6 +27,11 @@ import (
 // or one for a campaign SQL does not know, is ErrBadMessage. Both are
 // outbox.ErrPoison; any other error is transient.
 func (s *Service) HandleOrder(ctx context.Context, _, value []byte) error {
+	ctx, call := s.obs.handle.Start(ctx)
+	return call.End(s.handleOrder(ctx, value))
+}
+
+func (s *Service) handleOrder(ctx context.Context, value []byte) error {
 	m, err := DecodeOrderMessage(value)
 	if err != nil {
 		return outbox.Poison(err)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/casebook-dev/casebook/internal/luascript"
 	"github.com/casebook-dev/casebook/order"
 )
@@ -74,6 +76,15 @@ func (r Report) OK() bool {
 // failover repair once the consumer has caught up with the order topic (see
 // doc.go).
 func (sl *Sale) Reconcile(ctx context.Context, repair bool) (Report, error) {
+	ctx, call := sl.s.obs.reconcile.Start(ctx)
+	rep, err := sl.reconcile(ctx, repair)
+	if in := sl.s.obs; err == nil && in.block.Metering() {
+		in.drift.Record(ctx, rep.Drift, metric.WithAttributeSet(sl.attrs))
+	}
+	return rep, call.End(err)
+}
+
+func (sl *Sale) reconcile(ctx context.Context, repair bool) (Report, error) {
 	buckets, rec, err := sl.read(ctx)
 	if err != nil {
 		return Report{}, err

@@ -15,6 +15,9 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/casebook-dev/casebook/internal/keys"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
@@ -135,6 +138,12 @@ type Config struct {
 	GlobalLimit redis_rate.Limit
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// MeterProvider and TracerProvider receive the block's metrics and
+	// spans [nil: OpenTelemetry's global providers; while the service has
+	// installed none, instrumentation costs nothing]. See "Observability"
+	// in the package documentation for the instruments.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 // Service sells campaigns: Redis is the gate, the order block the record.
@@ -149,6 +158,8 @@ type Service struct {
 
 	mu    sync.Mutex
 	sales map[string]*Sale // opened campaigns: their rules never change
+
+	obs *instruments
 }
 
 // Sale is an open campaign: its rules (stock split, per-user limit, window)
@@ -157,7 +168,8 @@ type Service struct {
 type Sale struct {
 	s       *Service
 	c       Campaign
-	soldOut atomic.Int64 // until when (Config.Now, Unix ns) Buy answers ErrSoldOut locally
+	attrs   attribute.Set // campaignAttrs(c.ID)
+	soldOut atomic.Int64  // until when (Config.Now, Unix ns) Buy answers ErrSoldOut locally
 }
 
 // Campaign returns the campaign's rules as recorded.
@@ -192,8 +204,10 @@ func New(rdb redis.UniversalClient, db *sqlx.DB, orders *order.Service, cfg Conf
 	if _, ring := rdb.(*redis.Ring); cfg.WaitReplicas < 0 || cfg.WaitTimeout < time.Millisecond || cfg.WaitReplicas > 0 && ring {
 		return nil, fmt.Errorf("%w: wait for %d replicas, %v, on a %T", ErrInvalid, cfg.WaitReplicas, cfg.WaitTimeout, rdb)
 	}
-	return &Service{rdb: rdb, db: db, orders: orders, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "seckill")),
-		limiter: redis_rate.NewLimiter(rdb), sales: map[string]*Sale{}}, nil
+	s := &Service{rdb: rdb, db: db, orders: orders, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "seckill")),
+		limiter: redis_rate.NewLimiter(rdb), sales: map[string]*Sale{}}
+	s.obs = newInstruments(s, cfg.MeterProvider, cfg.TracerProvider)
+	return s, nil
 }
 
 // Migrate creates the campaign table if missing.
@@ -262,7 +276,7 @@ func (s *Service) Create(ctx context.Context, c Campaign) (*Sale, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = sl.Reconcile(ctx, true)
+	_, err = sl.reconcile(ctx, true) // its first build, not an operator's Reconcile
 	return sl, err
 }
 
@@ -282,7 +296,7 @@ func (s *Service) Open(ctx context.Context, id string) (*Sale, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sl = s.sales[id]; sl == nil {
-		sl = &Sale{s: s, c: c}
+		sl = &Sale{s: s, c: c, attrs: campaignAttrs(c.ID)}
 		s.sales[id] = sl
 	}
 	return sl, nil

@@ -1,0 +1,246 @@
+// Package obs is how the blocks emit OpenTelemetry metrics and spans: one
+// duration histogram and one counter per block, keyed by operation and
+// outcome, and one span per public operation.
+//
+// Names follow the OpenTelemetry semantic-conventions style:
+//
+//	casebook.<block>.operation.duration  histogram, s   {casebook.operation, casebook.outcome[, casebook.reason]}
+//	casebook.<block>.operations          counter, {operation}  (same attributes)
+//
+// and spans "<block>.<operation>" (SpanKind internal) with the outcome as an
+// attribute, an error recorded when the outcome is "error". Attribute values
+// come from small fixed sets — the operation names a block declares, the
+// outcomes below and the refusal reasons each operation declares — never
+// from user ids, codes or other caller data, so a metric's series stay few.
+//
+// Cost: a block given no providers uses the global ones, and while the
+// service has installed none (otel.SetMeterProvider / SetTracerProvider were
+// never called) an operation reads no clock, starts no span and allocates
+// nothing — two atomic loads. Once a provider is installed, at any time,
+// data flows with no casebook-specific code.
+package obs
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Outcomes: every operation ends in one of these.
+const (
+	OK       = "ok"       // did what was asked
+	Refused  = "refused"  // refused by a rule (sold out, rate limited, duplicate, bad input): not a fault
+	Canceled = "canceled" // the caller's context ended first
+	Error    = "error"    // failed: a backend error or a bug
+)
+
+// Attribute keys.
+const (
+	KeyOperation = attribute.Key("casebook.operation")
+	KeyOutcome   = attribute.Key("casebook.outcome")
+	KeyReason    = attribute.Key("casebook.reason")
+)
+
+// Scope is the instrumentation scope of every casebook meter and tracer.
+const Scope = "github.com/casebook-dev/casebook"
+
+// The global providers as the process started; a block compares the
+// current global ones with these to tell whether the service installed any.
+var (
+	untouchedMeters  = otel.GetMeterProvider()
+	untouchedTracers = otel.GetTracerProvider()
+)
+
+// Block is one block's instruments.
+type Block struct {
+	name     string
+	meters   metric.MeterProvider // nil: the global ones
+	tracers  trace.TracerProvider // nil: the global ones
+	meter    metric.Meter
+	tracer   trace.Tracer
+	duration metric.Float64Histogram
+	calls    metric.Int64Counter
+}
+
+// NewBlock makes block's instruments on mp and tp; nil means the global
+// providers, looked up again on every operation so that one installed
+// later is used. A provider's error making an instrument goes to
+// OpenTelemetry's error handler (otel.Handle), as the API specifies, and
+// the instrument it returned is used all the same: observability never
+// stops a block.
+func NewBlock(block string, mp metric.MeterProvider, tp trace.TracerProvider) *Block {
+	b := &Block{name: block, meters: mp, tracers: tp}
+	if mp == nil {
+		mp = otel.GetMeterProvider() // a delegating provider until one is set
+	}
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	b.meter = mp.Meter(Scope)
+	b.tracer = tp.Tracer(Scope)
+	var err error
+	b.duration, err = b.meter.Float64Histogram("casebook."+block+".operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of "+block+" operations, by operation and outcome."),
+		metric.WithExplicitBucketBoundaries(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+	Handle(err)
+	b.calls, err = b.meter.Int64Counter("casebook."+block+".operations", metric.WithUnit("{operation}"),
+		metric.WithDescription("Completed "+block+" operations, by operation and outcome."))
+	Handle(err)
+	return b
+}
+
+// Handle passes a non-nil error from making an instrument or registering
+// a callback to OpenTelemetry's error handler.
+func Handle(err error) {
+	if err != nil {
+		otel.Handle(err)
+	}
+}
+
+// Meter is the block's meter, for its own instruments (gauges, queues).
+func (b *Block) Meter() metric.Meter { return b.meter }
+
+// Tracer is the block's tracer.
+func (b *Block) Tracer() trace.Tracer { return b.tracer }
+
+// Metering reports whether metrics are wanted: a provider was given, or
+// the service installed a global one.
+func (b *Block) Metering() bool { return b.meters != nil || otel.GetMeterProvider() != untouchedMeters }
+
+// Tracing reports whether spans are wanted, the same way.
+func (b *Block) Tracing() bool {
+	return b.tracers != nil || otel.GetTracerProvider() != untouchedTracers
+}
+
+// Classify maps an operation's error to its outcome and, for a refusal, a
+// reason from the operation's declared set ("" for none).
+type Classify func(error) (outcome, reason string)
+
+// Op is one public operation's instruments.
+type Op struct {
+	b        *Block
+	span     string
+	classify Classify
+	opts     map[[2]string]options
+}
+
+type options struct {
+	record []metric.RecordOption
+	add    []metric.AddOption
+	attrs  []attribute.KeyValue
+}
+
+// Op declares operation name, whose refusals carry one of reasons;
+// classify says which (nil: every error is an Error, context ends
+// Canceled). The attribute sets are built here, once, so recording one
+// allocates nothing.
+func (b *Block) Op(name string, classify Classify, reasons ...string) *Op {
+	if classify == nil {
+		classify = func(error) (string, string) { return Error, "" }
+	}
+	o := &Op{b: b, span: b.name + "." + name, classify: classify, opts: map[[2]string]options{}}
+	add := func(outcome, reason string) {
+		kv := []attribute.KeyValue{KeyOperation.String(name), KeyOutcome.String(outcome)}
+		if reason != "" {
+			kv = append(kv, KeyReason.String(reason))
+		}
+		set := attribute.NewSet(kv...)
+		o.opts[[2]string{outcome, reason}] = options{
+			record: []metric.RecordOption{metric.WithAttributeSet(set)},
+			add:    []metric.AddOption{metric.WithAttributeSet(set)},
+			attrs:  kv[1:],
+		}
+	}
+	for _, outcome := range []string{OK, Refused, Canceled, Error} {
+		add(outcome, "")
+	}
+	for _, r := range reasons {
+		add(Refused, r)
+	}
+	return o
+}
+
+// Call is one operation in flight; End it once.
+type Call struct {
+	op    *Op
+	ctx   context.Context
+	span  trace.Span
+	start time.Time
+}
+
+// Start begins an operation: a span (when tracing) whose context it
+// returns, and the start time (when metering).
+func (o *Op) Start(ctx context.Context) (context.Context, Call) {
+	c := Call{op: o, ctx: ctx}
+	if o.b.Metering() {
+		c.start = time.Now()
+	}
+	if o.b.Tracing() {
+		ctx, c.span = o.b.tracer.Start(ctx, o.span, trace.WithSpanKind(trace.SpanKindInternal))
+		c.ctx = ctx
+	}
+	return ctx, c
+}
+
+// End ends the operation with err's outcome and returns err unchanged, so
+// that `return call.End(err)` reads as the plain return.
+func (c Call) End(err error) error {
+	if c.op == nil || c.start.IsZero() && c.span == nil {
+		return err
+	}
+	outcome, reason := OK, ""
+	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			outcome = Canceled
+		} else {
+			outcome, reason = c.op.classify(err)
+		}
+	}
+	opts, ok := c.op.opts[[2]string{outcome, reason}]
+	if !ok { // a reason the operation did not declare: count it without one
+		opts = c.op.opts[[2]string{outcome, ""}]
+		if opts.record == nil {
+			opts = c.op.opts[[2]string{Error, ""}]
+		}
+	}
+	if !c.start.IsZero() {
+		c.op.b.duration.Record(c.ctx, time.Since(c.start).Seconds(), opts.record...)
+		c.op.b.calls.Add(c.ctx, 1, opts.add...)
+	}
+	if c.span != nil {
+		c.span.SetAttributes(opts.attrs...)
+		if outcome == Error {
+			c.span.RecordError(err)
+			c.span.SetStatus(codes.Error, outcome)
+		}
+		c.span.End()
+	}
+	return err
+}
+
+// Child starts a span under ctx for a step inside an operation (a Redis
+// script, a SQL transaction), when tracing; end it with EndChild.
+func (b *Block) Child(ctx context.Context, name string) (context.Context, trace.Span) {
+	if !b.Tracing() {
+		return ctx, nil
+	}
+	return b.tracer.Start(ctx, b.name+"."+name, trace.WithSpanKind(trace.SpanKindInternal))
+}
+
+// EndChild ends a span Child started (nil: none), recording err.
+func EndChild(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "error")
+	}
+	span.End()
+}
