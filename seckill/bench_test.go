@@ -147,15 +147,17 @@ func BenchmarkBuyWait(b *testing.B) {
 }
 
 // BenchmarkObservability: the batched buy with no OpenTelemetry provider
-// (impl=none: what every service that set none up pays), and with the SDK
-// recording every metric and sampling every span into an exporter that drops
-// them (impl=sdk), in one run.
+// (impl=none: what every service that set none up pays), with the SDK's
+// metrics (impl=metrics), its tracer sampling every span into an exporter
+// that drops them (impl=traces), and both (impl=sdk), in one run.
 func BenchmarkObservability(b *testing.B) {
-	for _, impl := range []string{"none", "sdk"} {
+	for _, impl := range []string{"none", "metrics", "traces", "sdk"} {
 		r := testenv.NewRedis(b)
 		cfg := Config{}
-		if impl == "sdk" {
+		if impl == "metrics" || impl == "sdk" {
 			cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		}
+		if impl == "traces" || impl == "sdk" {
 			cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
 		}
 		sl := benchSale(b, r, cfg)

@@ -169,9 +169,14 @@
 // errors. Campaign gauges carry casebook.seckill.campaign (the campaign id);
 // no attribute holds a buyer or a reservation id. Each operation is a span
 // "seckill.<operation>" with its outcome as an attribute and, for an error,
-// the error recorded. Cost measured with BenchmarkObservability (impl=none
-// against impl=sdk, the SDK recording everything into exporters that drop
-// it): see the benchmark's doc and the CHANGELOG for the figures.
+// the error recorded. Cost, from BenchmarkObservability (batched buys from
+// 512 goroutines on a local Redis, 2 cores, 4 runs of 2 s each; medians,
+// runs vary ±20%): no provider 14.9 µs per buy, 8 allocations — the same
+// allocations as before instrumentation; the SDK's metrics 16.3 µs, 8
+// allocations; its tracer sampling every span 18.1 µs, 15 allocations
+// (1.06 KB more per buy); both 20.1 µs. Sample spans (for example
+// sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01))) on a sale's hot
+// path.
 //
 // A Service, a Sale and a Batcher are safe for concurrent use.
 package seckill
