@@ -147,8 +147,12 @@ func sizeLoad(z Sizing, byName map[string]Result, repl Replication, utilisation 
 		if ref != nil {
 			refR, ok := ref.lookup(r.Name)
 			if !ok {
-				a.Note = fmt.Sprintf("not sized: %s ran on an embedded stand-in (%s), and the reference profile %s has no %s; "+
-					"name real servers, pass -allow-embedded, or write a complete profile with -write-reference", r.Name, r.Backend, ref.Source, r.Name)
+				ran := "ran on an embedded stand-in (" + r.Backend + ")"
+				if r.NotRun != "" {
+					ran = "did not run (" + r.NotRun + ")"
+				}
+				a.Note = fmt.Sprintf("not sized: %s %s, and the reference profile %s has no %s; "+
+					"name real servers, pass -allow-embedded, or write a complete profile with -write-reference", r.Name, ran, ref.Source, r.Name)
 				return a
 			}
 			basis, label = refR, ref.label(r.Tier)

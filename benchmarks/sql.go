@@ -10,7 +10,7 @@ import (
 // no MySQL/MariaDB is named. It is nil in the default binary: SQLite
 // (modernc.org/sqlite) is linked only with -tags casebook_sqlite (sqlite.go),
 // because compiling it is most of a cold `go run ./benchmarks` — 200 s of
-// CPU with it, 143 s without, measured with
+// CPU with it, 153 s without, measured with
 // `GOCACHE=$(mktemp -d) /usr/bin/time go build ./benchmarks` on the
 // project's 2-core machine. Without a SQL database, the measurements that
 // need one do not run (Result.NotRun) and their loads are sized from the

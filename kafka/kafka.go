@@ -19,7 +19,7 @@
 //	casebook.kafka.operation.duration  histogram (s)  casebook.operation, casebook.outcome, casebook.reason
 //	casebook.kafka.operations          counter        the same
 //	casebook.kafka.consumer.lag        gauge (messages) per claimed partition (messaging.destination.name, messaging.destination.partition.id):
-//	                                                 the partition's high-water mark − the last settled offset − 1
+//	                                                 the partition's high-water mark − the last settled offset − 1, read at collection
 //
 // Operations: handle (one handler call: ok; refused with reason poison, the
 // message then skipped or dead-lettered; error, a transient failure retried —
@@ -166,6 +166,10 @@ func NewConsumer(group sarama.ConsumerGroup, topics []string, h outbox.Handler, 
 	return &Consumer{group: group, topics: topics, h: h, cfg: cfg, obs: newInstruments(cfg.MeterProvider, cfg.TracerProvider)}, nil
 }
 
+// Close stops the consumer's lag gauge from being collected; safe to call
+// twice. The group is the caller's to close.
+func (c *Consumer) Close() error { return c.obs.close() }
+
 // Handled counts messages applied; Poisoned counts messages skipped or
 // dead-lettered as poison.
 func (c *Consumer) Handled() int64  { return c.handled.Load() }
@@ -196,8 +200,8 @@ func (*Consumer) Cleanup(sarama.ConsumerGroupSession) error { return nil }
 
 // ConsumeClaim implements sarama.ConsumerGroupHandler.
 func (c *Consumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	lag := c.obs.claimed(claim.Topic(), claim.Partition())
-	defer c.obs.released(claim.Topic(), claim.Partition())
+	held := c.obs.claim(claim)
+	defer c.obs.release(claim)
 	for {
 		select {
 		case m, ok := <-claim.Messages():
@@ -208,7 +212,7 @@ func (c *Consumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Cons
 				return nil // not marked: redelivered to the next owner
 			}
 			s.MarkMessage(m, "")
-			lag.Store(max(0, claim.HighWaterMarkOffset()-m.Offset-1))
+			held.settled.Store(m.Offset)
 		case <-s.Context().Done():
 			return nil
 		}
@@ -252,8 +256,8 @@ func (c *Consumer) deadLetter(ctx context.Context, m *sarama.ConsumerMessage, ca
 
 // ConsumeN joins groupID on topics with Config and runs h until n messages
 // were settled (applied or poison) or ctx ends — an error, then, naming how
-// many were; it returns the consumer for its counts. Tests and batch jobs use it to read what they know was
-// produced.
+// many were; it returns the consumer, closed, for its counts. Tests and
+// batch jobs use it to read what they know was produced.
 func ConsumeN(ctx context.Context, brokers []string, groupID string, topics []string, n int64, h outbox.Handler, cfg ConsumerConfig) (*Consumer, error) {
 	group, err := sarama.NewConsumerGroup(brokers, groupID, Config(groupID))
 	if err != nil {
@@ -264,6 +268,7 @@ func ConsumeN(ctx context.Context, brokers []string, groupID string, topics []st
 	if err != nil {
 		return nil, err
 	}
+	defer c.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)

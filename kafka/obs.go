@@ -3,9 +3,11 @@ package kafka
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
+	"github.com/IBM/sarama"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -16,14 +18,22 @@ import (
 
 type instruments struct {
 	handle, deadLetter *obs.Op
+	gauges             metric.Registration // nil when registering failed or closed
 
-	mu   sync.Mutex
-	lags map[partition]*atomic.Int64 // the partitions this consumer holds
+	mu     sync.Mutex
+	claims map[partition]*claimed // the partitions this consumer holds
 }
 
 type partition struct {
 	topic string
 	id    int32
+}
+
+// claimed is a held partition: its claim (for the high-water mark, which
+// sarama reads atomically) and the offset last settled.
+type claimed struct {
+	claim   sarama.ConsumerGroupClaim
+	settled atomic.Int64
 }
 
 func classifyHandle(err error) (string, string) {
@@ -35,16 +45,19 @@ func classifyHandle(err error) (string, string) {
 
 func newInstruments(mp metric.MeterProvider, tp trace.TracerProvider) *instruments {
 	b := obs.NewBlock("kafka", mp, tp)
-	in := &instruments{handle: b.Op("handle", classifyHandle, "poison"), deadLetter: b.Op("dead_letter", nil), lags: map[partition]*atomic.Int64{}}
+	in := &instruments{handle: b.Op("handle", classifyHandle, "poison"), deadLetter: b.Op("dead_letter", nil), claims: map[partition]*claimed{}}
 	lag, err := b.Meter().Int64ObservableGauge("casebook.kafka.consumer.lag", metric.WithUnit("{message}"),
-		metric.WithDescription("Messages of a claimed partition not yet settled by this consumer: high-water mark − last settled offset − 1."))
+		metric.WithDescription("Messages of a claimed partition not yet settled by this consumer: high-water mark − last settled offset − 1, at collection."))
 	obs.Handle(err)
-	_, err = b.Meter().RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	in.gauges, err = b.Meter().RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		in.mu.Lock()
 		defer in.mu.Unlock()
-		for p, n := range in.lags {
-			o.ObserveInt64(lag, n.Load(), metric.WithAttributes(
-				attribute.String("messaging.destination.name", p.topic), attribute.Int("messaging.destination.partition.id", int(p.id))))
+		for p, c := range in.claims {
+			// Read at collection, so a consumer stuck retrying one message
+			// shows its lag growing.
+			o.ObserveInt64(lag, max(0, c.claim.HighWaterMarkOffset()-c.settled.Load()-1), metric.WithAttributes(
+				attribute.String("messaging.destination.name", p.topic),
+				attribute.String("messaging.destination.partition.id", strconv.Itoa(int(p.id)))))
 		}
 		return nil
 	}, lag)
@@ -52,19 +65,32 @@ func newInstruments(mp metric.MeterProvider, tp trace.TracerProvider) *instrumen
 	return in
 }
 
-// claimed starts reporting a partition's lag, unknown (0) until its first
-// message settles.
-func (in *instruments) claimed(topic string, id int32) *atomic.Int64 {
+// claim starts reporting a partition's lag: before its first message
+// settles, everything from the claim's initial offset on is behind.
+func (in *instruments) claim(c sarama.ConsumerGroupClaim) *claimed {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	n := &atomic.Int64{}
-	in.lags[partition{topic, id}] = n
-	return n
+	cl := &claimed{claim: c}
+	cl.settled.Store(c.InitialOffset() - 1)
+	in.claims[partition{c.Topic(), c.Partition()}] = cl
+	return cl
 }
 
-// released stops reporting it: another consumer owns it now.
-func (in *instruments) released(topic string, id int32) {
+// release stops reporting it: another consumer owns it now.
+func (in *instruments) release(c sarama.ConsumerGroupClaim) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	delete(in.lags, partition{topic, id})
+	delete(in.claims, partition{c.Topic(), c.Partition()})
+}
+
+// close unregisters the lag gauge; safe to call twice.
+func (in *instruments) close() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.gauges == nil {
+		return nil
+	}
+	err := in.gauges.Unregister()
+	in.gauges = nil
+	return err
 }

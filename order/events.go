@@ -38,13 +38,16 @@ const (
 // consumer built before parcels refuses those as poison and reads every
 // other event as before; upgrade consumers first).
 type Event struct {
-	V        int    `json:"v"`
-	ID       string `json:"id"`
-	Kind     string `json:"kind"`
-	OrderID  int64  `json:"order"`
-	User     string `json:"user"`
-	From     Status `json:"from,omitempty"`
-	To       Status `json:"to,omitempty"`
+	V       int    `json:"v"`
+	ID      string `json:"id"`
+	Kind    string `json:"kind"`
+	OrderID int64  `json:"order"`
+	User    string `json:"user"`
+	From    Status `json:"from,omitempty"`
+	To      Status `json:"to,omitempty"`
+	// Version is the order's version after the change; it also grows
+	// without an event of its own (a parcel, a line refund), so a
+	// consumer sees gaps: order by it, never count on it being contiguous.
 	Version  int64  `json:"version,omitempty"`
 	Amount   int64  `json:"amount"`
 	PayNo    int64  `json:"pay_no,omitempty"`

@@ -212,6 +212,7 @@ type SweepReport struct {
 // so; it is idempotent and safe beside RunDue and other sweepers.
 func (s *Service) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 	var rep SweepReport
+	var restockErrs []error
 	if batch < 1 {
 		return rep, fmt.Errorf("%w: batch %d", ErrInvalid, batch)
 	}
@@ -253,9 +254,9 @@ func (s *Service) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 		}
 		n, err := s.restockDue(ctx, sh, batch)
 		rep.Restocked += n
-		if err != nil {
-			return rep, err
+		if err != nil { // the other shards still get their sweep
+			restockErrs = append(restockErrs, err)
 		}
 	}
-	return rep, nil
+	return rep, errors.Join(restockErrs...)
 }

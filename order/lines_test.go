@@ -155,6 +155,17 @@ func TestRefundLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One request id names one refund: an amount refund under a line
+	// refund's id, or under its own id with another amount, is refused.
+	if r, err := f.s.RequestRefund(ctx, o.ID, 350, "goodwill", "rl-1"); !errors.Is(err, order.ErrInvalid) {
+		t.Errorf("an amount refund under a line refund's id: %+v, %v; want ErrInvalid", r, err)
+	}
+	if r, err := f.s.RequestRefund(ctx, o.ID, 100, "goodwill", "amt-1"); !errors.Is(err, order.ErrInvalid) {
+		t.Errorf("a repeat asking another amount: %+v, %v; want ErrInvalid", r, err)
+	}
+	if r, err := f.s.RequestRefund(ctx, o.ID, 300, "goodwill", "amt-1"); err != nil || r.RefundNo != amount.RefundNo {
+		t.Errorf("a repeat: %+v, %v; want refund %d", r, err, amount.RefundNo)
+	}
 	for name, c := range map[string]struct {
 		lines []order.Line
 		req   string

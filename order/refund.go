@@ -32,10 +32,10 @@ type Refund struct {
 // RefundLine is one line of a line refund: units of a SKU, their money (Qty
 // × the line's price) and whether they are back in stock yet.
 type RefundLine struct {
-	SKU       string `db:"sku"`
-	Qty       int64  `db:"qty"`
-	Amount    int64  `db:"amount"`
-	Restocked bool   `db:"restocked"`
+	SKU       string `db:"sku" json:"sku"`
+	Qty       int64  `db:"qty" json:"qty"`
+	Amount    int64  `db:"amount" json:"amount"`
+	Restocked bool   `db:"restocked" json:"restocked"`
 }
 
 // Refund statuses.
@@ -69,7 +69,8 @@ func (s *Service) insertRefund(ctx context.Context, tx *sqlx.Tx, sh shard.Shard,
 // to pay out; it returns no stock (RefundLines does). requestID (1..64
 // printable ASCII) makes it idempotent: a repeat returns the first refund.
 // Request ids are shared with RefundLines: one id names one refund of the
-// order, of either kind.
+// order, of either kind, and a repeat that asks for another amount, or
+// names a line refund's id, is ErrInvalid.
 func (s *Service) RequestRefund(ctx context.Context, orderID, amount int64, reason, requestID string) (Refund, error) {
 	if amount < 1 || reason == "" || len(reason) > 32 || validUser(requestID) != nil {
 		return Refund{}, fmt.Errorf("%w: refund of %d, reason %q, request %q", ErrInvalid, amount, reason, requestID)
@@ -80,7 +81,7 @@ func (s *Service) RequestRefund(ctx context.Context, orderID, amount int64, reas
 	sh := s.shardOfID(orderID)
 	dedupe := dedupeKey(refundRequest, strconv.FormatInt(orderID, 10), requestID)
 	if r, err := s.refundBy(ctx, sh.DB, sh, "dedupe", dedupe); err == nil || !errors.Is(err, ErrNotFound) {
-		return r, err
+		return repeatedRefund(r, err, amount, requestID)
 	}
 	refundNo, err := s.newIDWithGene(ctx, s.genes.Gene(orderID))
 	if err != nil {
@@ -113,15 +114,30 @@ func (s *Service) RequestRefund(ctx context.Context, orderID, amount int64, reas
 		return s.insertRefund(ctx, tx, sh, r, dedupe)
 	})
 	if sqlutil.IsDuplicate(err) {
-		return s.refundBy(ctx, sh.DB, sh, "dedupe", dedupe)
+		r, err := s.refundBy(ctx, sh.DB, sh, "dedupe", dedupe)
+		return repeatedRefund(r, err, amount, requestID)
 	}
 	if err != nil {
 		return Refund{}, err
 	}
 	if twin != nil { // a concurrent twin of the request won (it made the order Refunding)
-		return *twin, nil
+		return repeatedRefund(*twin, nil, amount, requestID)
 	}
 	return s.refundBy(ctx, sh.DB, sh, "refund_no", refundNo)
+}
+
+// repeatedRefund answers a repeat of an amount refund request: the first
+// refund, if it was one of the same amount; a line refund or another amount
+// under the same request id is ErrInvalid (the id named another refund).
+func repeatedRefund(r Refund, err error, amount int64, requestID string) (Refund, error) {
+	if err != nil {
+		return Refund{}, err
+	}
+	if r.Lines != nil || r.Amount != amount {
+		return Refund{}, fmt.Errorf("%w: refund request %q of order %d made another refund (%d: %d, %d lines), not one of %d",
+			ErrInvalid, requestID, r.OrderID, r.RefundNo, r.Amount, len(r.Lines), amount)
+	}
+	return r, nil
 }
 
 // RefundPaid records that the gateway paid refund refundNo back. For a

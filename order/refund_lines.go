@@ -240,20 +240,27 @@ func (s *Service) refundLinesOf(ctx context.Context, q querier, sh shard.Shard, 
 }
 
 // restockDue finishes, on every order table, at most batch line refunds
-// whose stock a crash left unreturned, and returns how many it finished.
+// whose stock a crash left unreturned, oldest first, and returns how many
+// it finished. A refund that fails is passed over (its error joined to the
+// result) so that one return that cannot succeed does not hold back the
+// rest, nor, through Sweep, the other shards.
 func (s *Service) restockDue(ctx context.Context, sh shard.Shard, batch int) (int, error) {
 	var refunds []int64
-	if err := sh.DB.SelectContext(ctx, &refunds, `SELECT DISTINCT refund_no FROM `+gene.Sibling(sh, "refund_lines")+` WHERE restocked = 0 LIMIT ?`, batch); err != nil {
+	if err := sh.DB.SelectContext(ctx, &refunds, `SELECT DISTINCT refund_no FROM `+gene.Sibling(sh, "refund_lines")+` WHERE restocked = 0 ORDER BY refund_no LIMIT ?`, batch); err != nil {
 		return 0, fmt.Errorf("order: sweep %s: %w", sh.Table, err)
 	}
-	for i, no := range refunds {
+	done := 0
+	var errs []error
+	for _, no := range refunds {
 		r, err := s.refundBy(ctx, sh.DB, sh, "refund_no", no)
+		if err == nil {
+			_, err = s.restock(ctx, r)
+		}
 		if err != nil {
-			return i, err
+			errs = append(errs, fmt.Errorf("order: restock refund %d: %w", no, err))
+			continue
 		}
-		if _, err := s.restock(ctx, r); err != nil {
-			return i, err
-		}
+		done++
 	}
-	return len(refunds), nil
+	return done, errors.Join(errs...)
 }

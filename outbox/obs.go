@@ -19,6 +19,7 @@ type instruments struct {
 	drain    *obs.Op
 	messages metric.Int64Counter
 	ok, bad  metric.AddOption
+	gauges   metric.Registration // nil when registering failed
 }
 
 func newInstruments(r *Relay, mp metric.MeterProvider, tp trace.TracerProvider) *instruments {
@@ -41,7 +42,7 @@ func newInstruments(r *Relay, mp metric.MeterProvider, tp trace.TracerProvider) 
 	for i, s := range r.streams {
 		streams[i] = attribute.NewSet(attribute.String("casebook.outbox.stream", s))
 	}
-	_, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	in.gauges, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		pipe := r.rdb.Pipeline()
@@ -89,4 +90,14 @@ func (in *instruments) relayed(ctx context.Context, n int, ok bool) {
 		opt = in.ok
 	}
 	in.messages.Add(ctx, int64(n), opt)
+}
+
+// close unregisters the gauges' callback; safe to call twice.
+func (in *instruments) close() error {
+	if in.gauges == nil {
+		return nil
+	}
+	err := in.gauges.Unregister()
+	in.gauges = nil
+	return err
 }

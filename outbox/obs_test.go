@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -70,6 +71,15 @@ func TestRelayMetrics(t *testing.T) {
 		want["casebook.outbox.oldest_age casebook.outbox.stream="+streams[i]] = 0
 	}
 	obstest.Expect(t, after, want)
+	// Closed, the relay's gauges are no longer collected (twice is fine).
+	if err := relay.Close(); err != nil || relay.Close() != nil {
+		t.Fatalf("close: %v", err)
+	}
+	for k := range obstest.Points(t, reader) {
+		if strings.HasPrefix(k, "casebook.outbox.pending") || strings.HasPrefix(k, "casebook.outbox.oldest_age") {
+			t.Errorf("%s still collected after Close", k)
+		}
+	}
 	var errSpans int
 	for _, s := range spans.GetSpans() {
 		if s.Name != "outbox.drain" {

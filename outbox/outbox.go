@@ -34,7 +34,7 @@
 //	casebook.outbox.operations          counter              the same
 //	casebook.outbox.relayed             counter (messages)   casebook.outcome: ok (published and acknowledged) or error (a failed publish, sent again later)
 //	casebook.outbox.pending             gauge (entries)      per stream (casebook.outbox.stream), XLEN at collection
-//	casebook.outbox.oldest_age          gauge (s)            per stream: now − the oldest entry's id time (Redis' clock), 0 when empty
+//	casebook.outbox.oldest_age          gauge (s)            per stream: this process's clock − the oldest entry's id time (Redis' clock when it was added), 0 when empty
 //
 // and a span "outbox.drain" per Drain.
 package outbox
@@ -43,6 +43,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -103,6 +104,7 @@ type Relay struct {
 	topic   string
 	pub     Publisher
 	obs     *instruments
+	mu      sync.Mutex // Close
 }
 
 // RelayOption configures a Relay.
@@ -220,6 +222,16 @@ func (r *Relay) Run(ctx context.Context, interval time.Duration, onError func(er
 		case <-t.C:
 		}
 	}
+}
+
+// Close stops the relay's gauges (pending, oldest_age) from being collected:
+// a relay made for one run — a cron's DrainAll — should be closed, or every
+// collection keeps reading its streams. It is safe to call twice; the relay
+// still drains after it, uncounted by the gauges.
+func (r *Relay) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.obs.close()
 }
 
 // Pending counts the entries waiting in all streams.

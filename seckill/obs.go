@@ -20,6 +20,7 @@ type instruments struct {
 	buy, buyBatched, handle, reconcile *obs.Op
 	batch                              metric.Int64Histogram
 	drift                              metric.Int64Gauge
+	gauges                             metric.Registration // nil when registering failed or closed
 }
 
 // buyReasons are the refusals a purchase can meet, as the metrics name
@@ -79,11 +80,14 @@ func newInstruments(s *Service, mp metric.MeterProvider, tp trace.TracerProvider
 	stock, err := m.Int64ObservableGauge("casebook.seckill.stock", metric.WithUnit("{unit}"),
 		metric.WithDescription("Units left in Redis, per campaign opened by this process (buckets whose state was lost count 0)."))
 	obs.Handle(err)
-	_, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	in.gauges, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		s.mu.Lock()
 		sales := make([]*Sale, 0, len(s.sales))
+		now := s.cfg.Now()
 		for _, sl := range s.sales {
-			sales = append(sales, sl)
+			if now.Before(sl.c.Ends) { // an ended campaign's stock is not read
+				sales = append(sales, sl)
+			}
 		}
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(ctx, time.Second)

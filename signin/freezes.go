@@ -23,7 +23,9 @@ type Stats struct {
 	Total int `json:"total"`
 	// Freezes is how many freezes the user holds.
 	Freezes int `json:"freezes"`
-	// FrozenDays is how many missed days freezes have covered, ever.
+	// FrozenDays is how many missed days freezes have covered and that
+	// are still frozen: a frozen day later signed (MakeUp, a late Sign)
+	// counts as signed instead, and its freeze came back.
 	FrozenDays int `json:"frozen_days"`
 }
 
@@ -55,7 +57,8 @@ func (s *Service) dayCall(user string, base int, extra string, day Date) ([]stri
 // nothing, so a retried call — by go-redis after a lost reply, or by the
 // caller — adds once. The days before today are settled first with the
 // freezes held until now: a freeze granted today never covers a day already
-// over.
+// over. n < 1, or a grant id that is empty, over 128 bytes or holds a byte
+// outside 0x21–0x7E, is an error and changes nothing.
 func (s *Service) AddFreezes(ctx context.Context, user string, n int, grant string) (int, error) {
 	if err := s.checkUser(user); err != nil {
 		return 0, err
@@ -64,7 +67,7 @@ func (s *Service) AddFreezes(ctx context.Context, user string, n int, grant stri
 		return 0, fmt.Errorf("signin: add %d freezes (at least 1)", n)
 	}
 	if grant == "" || len(grant) > 128 || validUser(grant) != nil {
-		return 0, fmt.Errorf("signin: freeze grant id %q (1..128 bytes of printable ASCII)", grant)
+		return 0, fmt.Errorf("signin: freeze grant id %q (1..128 bytes of visible ASCII, 0x21-0x7e)", grant)
 	}
 	today := s.Today(user)
 	keys, args := s.dayCall(user, today.Year-2, s.grants(user), today)
@@ -79,7 +82,10 @@ func (s *Service) AddFreezes(ctx context.Context, user string, n int, grant stri
 // with the freezes held, and returns the days it froze. Every call that
 // writes settles the same way, and Stats counts what settling would do, so
 // a sweep is never needed for correctness: a cron calls it to notify users
-// or to keep stored state current. Repeating it freezes nothing twice.
+// or to keep stored state current. Repeating it freezes nothing twice — and
+// so a repeat sent after a lost reply answers no days: notify from
+// FrozenDays(user, from, to), which reads what is stored, not from the
+// answer alone.
 func (s *Service) ApplyFreezes(ctx context.Context, user string) ([]Date, error) {
 	if err := s.checkUser(user); err != nil {
 		return nil, err

@@ -351,3 +351,30 @@ func TestFreezeBadInput(t *testing.T) {
 		t.Fatalf("refused calls wrote %v", keys)
 	}
 }
+
+// A sign-in for a day whose year has expired is refused and changes
+// nothing, however often it is sent: its bit would expire as it was set and
+// the day would count again on every call.
+func TestSignInExpiredYearRefused(t *testing.T) {
+	eachLayout(t, func(t *testing.T, l signin.Layout) {
+		ctx := context.Background()
+		r := testenv.NewRedis(t)
+		clk := &testenv.Clock{}
+		clk.Set(noon(day(y0+4, 6, 1)))
+		s := newService(t, r, clk, signin.Config{Layout: l})
+		if _, err := s.Sign(ctx, "old", clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if res, err := s.Sign(ctx, "old", noon(day(y0+1, 12, 31))); !errors.Is(err, signin.ErrOutsideWindow) {
+				t.Fatalf("a sign-in for a day three years back: %+v, %v; want ErrOutsideWindow", res, err)
+			}
+		}
+		if st, err := s.Stats(ctx, "old"); err != nil || st.Total != 1 || st.Longest != 1 {
+			t.Fatalf("stats after refused sign-ins: %+v, %v", st, err)
+		}
+		if _, err := s.Sign(ctx, "old", noon(day(y0+2, 1, 1))); err != nil {
+			t.Fatalf("the oldest kept year: %v", err)
+		}
+	})
+}

@@ -46,12 +46,14 @@ var (
 	// which is also what a make-up whose reply was lost gets when go-redis
 	// resends it: the day was made up, and its card spent, once.
 	ErrAlreadySigned = errors.New("signin: day already signed")
-	// ErrOutsideWindow is returned by MakeUp for today, a future day or a
+	// ErrOutsideWindow is returned by Sign for a day in a year whose data
+	// has expired, and by MakeUp for today, a future day or a
 	// day older than the make-up window.
 	ErrOutsideWindow = errors.New("signin: day outside the make-up window")
 	// ErrInvalidUser is returned for a user id that is empty, longer than
-	// 128 bytes (64 in the Packed layout), or holds a byte outside printable
-	// ASCII (what the SQL ledger stores).
+	// 128 bytes (64 in the Packed layout), or holds a byte outside visible
+	// ASCII, 0x21–0x7E: no space, no control byte (what the SQL ledger
+	// stores).
 	ErrInvalidUser = errors.New("signin: invalid user id")
 	// ErrBadTask is a reward task or message that can never be granted.
 	ErrBadTask = errors.New("signin: bad reward task")
@@ -92,7 +94,11 @@ type Config struct {
 	UserLocation func(user string) *time.Location
 	// DayStart is the local time of day at which a new day begins [0,
 	// midnight], from 0 to 24h exclusive: with 4h, a check-in at 00:30
-	// counts for the day before. See DayOf for the rule on DST days.
+	// counts for the day before. See DayOf for the rule on DST days. Keep
+	// it (and a user's zone) the same in every process sharing the data:
+	// it is not recorded, and two processes with different DayStarts each
+	// count by their own, so one's sign-in can be the other's late sign-in
+	// for the day before.
 	DayStart time.Duration
 	// MaxFreezes is how many streak freezes a user may hold [2], 1..365.
 	// A freeze covers one missed day (see the package documentation);
@@ -230,7 +236,7 @@ func validUser(user string) error {
 	}
 	for i := range len(user) {
 		if c := user[i]; c < 0x21 || c > 0x7e {
-			return fmt.Errorf("%w: byte %#x at %d (printable ASCII only)", ErrInvalidUser, c, i)
+			return fmt.Errorf("%w: byte %#x at %d (visible ASCII 0x21-0x7e only: no space)", ErrInvalidUser, c, i)
 		}
 	}
 	return nil
@@ -261,12 +267,18 @@ type Result struct {
 // recorded once, answers AlreadySigned, and spends no freeze twice). A day
 // before the user's latest signed or frozen day (a late sign-in: a clock
 // behind the others, a queued request) is filled as MakeUp fills it, without
-// a card.
+// a card. A day in a year whose data has expired — before 1 January of the
+// year two before the user's today — is ErrOutsideWindow, and nothing
+// changes: its bit would expire as it is set, and the sign-in would count
+// again on every call.
 func (s *Service) Sign(ctx context.Context, user string, at time.Time) (Result, error) {
 	if err := s.checkUser(user); err != nil {
 		return Result{}, err
 	}
 	d := s.DayOf(user, at)
+	if today := s.Today(user); d.Year < today.Year-2 {
+		return Result{}, fmt.Errorf("%w: %s is in a year whose days have expired (kept: %d..%d)", ErrOutsideWindow, d, today.Year-2, today.Year)
+	}
 	keys, args := s.dayCall(user, d.Year-2, s.stateKey(user), d)
 	v, err := signScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
 	if err != nil {

@@ -16,13 +16,17 @@
 // Cost: a block given no providers uses the global ones, and while the
 // service has installed none (otel.SetMeterProvider / SetTracerProvider were
 // never called) an operation reads no clock, starts no span and allocates
-// nothing — two atomic loads. Once a provider is installed, at any time,
-// data flows with no casebook-specific code.
+// nothing — two atomic loads and two type checks. Once a provider is
+// installed, at any time (an init included), data flows with no
+// casebook-specific code; installing a no-op provider counts as installing
+// one.
 package obs
 
 import (
 	"context"
 	"errors"
+	"reflect"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -50,12 +54,31 @@ const (
 // Scope is the instrumentation scope of every casebook meter and tracer.
 const Scope = "github.com/casebook-dev/casebook"
 
-// The global providers as the process started; a block compares the
-// current global ones with these to tell whether the service installed any.
-var (
-	untouchedMeters  = otel.GetMeterProvider()
-	untouchedTracers = otel.GetTracerProvider()
-)
+// Until a service installs a provider, otel.GetMeterProvider and
+// GetTracerProvider return OpenTelemetry's own delegating ones (types of
+// its internal/global package); once one is installed they never return
+// those again. A block tells the two apart by the type — not by comparing
+// with what it saw at init, which a provider installed in an earlier
+// package's init would fool — and remembers the answer once it is yes.
+var metersInstalled, tracersInstalled atomic.Bool
+
+const globalPackage = "go.opentelemetry.io/otel/internal/global"
+
+func isDelegate(p any) bool {
+	t := reflect.TypeOf(p)
+	return t != nil && t.Kind() == reflect.Pointer && t.Elem().PkgPath() == globalPackage
+}
+
+func installed(flag *atomic.Bool, current any) bool {
+	if flag.Load() {
+		return true
+	}
+	if isDelegate(current) {
+		return false
+	}
+	flag.Store(true)
+	return true
+}
 
 // Block is one block's instruments.
 type Block struct {
@@ -111,11 +134,13 @@ func (b *Block) Tracer() trace.Tracer { return b.tracer }
 
 // Metering reports whether metrics are wanted: a provider was given, or
 // the service installed a global one.
-func (b *Block) Metering() bool { return b.meters != nil || otel.GetMeterProvider() != untouchedMeters }
+func (b *Block) Metering() bool {
+	return b.meters != nil || installed(&metersInstalled, otel.GetMeterProvider())
+}
 
 // Tracing reports whether spans are wanted, the same way.
 func (b *Block) Tracing() bool {
-	return b.tracers != nil || otel.GetTracerProvider() != untouchedTracers
+	return b.tracers != nil || installed(&tracersInstalled, otel.GetTracerProvider())
 }
 
 // Classify maps an operation's error to its outcome and, for a refusal, a
