@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/order"
 )
 
@@ -31,9 +32,14 @@ type stormOrder struct {
 // up to at most what was paid, and the refunded total is the refunds paid
 // back; per SKU, to the unit: sold = units of paid orders not refunded,
 // available + sold = stock, nothing locked; per parcel, one event.
+//
+// It runs on a single Redis and on a Redis Cluster (the delay queue's).
 func TestLineRefundStormBalances(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) { lineRefundStorm(t, setupOn(t, r, order.Config{})) })
+}
+
+func lineRefundStorm(t *testing.T, f *fixture) {
 	ctx := context.Background()
-	f := setup(t, order.Config{})
 	skus := map[string]int64{"a": 100, "b": 250, "c": 399, "d": 7}
 	const initial = 1000
 	for sku, price := range skus {

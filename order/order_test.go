@@ -35,9 +35,11 @@ func setup(t *testing.T, cfg order.Config) *fixture { return setupTB(t, cfg) }
 // setupB is the seed's layout, 8 databases × 8 tables, for benchmarks.
 func setupB(b *testing.B) *fixture { return setupTB(b, order.Config{TablesPerDB: 8}) }
 
-func setupTB(t testing.TB, cfg order.Config) *fixture {
+func setupTB(t testing.TB, cfg order.Config) *fixture { return setupOn(t, testenv.NewRedis(t), cfg) }
+
+// setupOn is setup on r (a single Redis or a cluster).
+func setupOn(t testing.TB, r *testenv.Redis, cfg order.Config) *fixture {
 	t.Helper()
-	r := testenv.NewRedis(t)
 	dbs := testenv.NewSQLs(t, 8)
 	if cfg.TablesPerDB == 0 {
 		cfg.TablesPerDB = 2
