@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -36,16 +35,9 @@ type claimed struct {
 	settled atomic.Int64
 }
 
-func classifyHandle(err error) (string, string) {
-	if errors.Is(err, outbox.ErrPoison) {
-		return obs.Refused, "poison"
-	}
-	return obs.Error, ""
-}
-
 func newInstruments(mp metric.MeterProvider, tp trace.TracerProvider) *instruments {
 	b := obs.NewBlock("kafka", mp, tp)
-	in := &instruments{handle: b.Op("handle", classifyHandle, "poison"), deadLetter: b.Op("dead_letter", nil), claims: map[partition]*claimed{}}
+	in := &instruments{handle: b.Op("handle", obs.RefuseIf(outbox.ErrPoison, "poison"), "poison"), deadLetter: b.Op("dead_letter", nil), claims: map[partition]*claimed{}}
 	lag, err := b.Meter().Int64ObservableGauge("casebook.kafka.consumer.lag", metric.WithUnit("{message}"),
 		metric.WithDescription("Messages of a claimed partition not yet settled by this consumer: high-water mark − last settled offset − 1, at collection."))
 	obs.Handle(err)

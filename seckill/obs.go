@@ -47,15 +47,6 @@ func classifyBuy(err error) (string, string) {
 	return obs.Error, ""
 }
 
-// classifyHandle: a poison message is refused (it will never succeed and
-// the consumer skips or dead-letters it); anything else is transient.
-func classifyHandle(err error) (string, string) {
-	if errors.Is(err, outbox.ErrPoison) {
-		return obs.Refused, "poison"
-	}
-	return obs.Error, ""
-}
-
 func newInstruments(s *Service, mp metric.MeterProvider, tp trace.TracerProvider) *instruments {
 	b := obs.NewBlock("seckill", mp, tp)
 	reasons := make([]string, len(buyReasons))
@@ -65,7 +56,7 @@ func newInstruments(s *Service, mp metric.MeterProvider, tp trace.TracerProvider
 	in := &instruments{block: b,
 		buy:        b.Op("buy", classifyBuy, reasons...),
 		buyBatched: b.Op("buy_batched", classifyBuy, reasons...),
-		handle:     b.Op("handle_order", classifyHandle, "poison"),
+		handle:     b.Op("handle_order", obs.RefuseIf(outbox.ErrPoison, "poison"), "poison"),
 		reconcile:  b.Op("reconcile", nil),
 	}
 	m := b.Meter()

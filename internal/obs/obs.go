@@ -147,6 +147,17 @@ func (b *Block) Tracing() bool {
 // reason from the operation's declared set ("" for none).
 type Classify func(error) (outcome, reason string)
 
+// RefuseIf classifies an error matching target (errors.Is) as a refusal
+// for reason, and every other error as an Error.
+func RefuseIf(target error, reason string) Classify {
+	return func(err error) (string, string) {
+		if errors.Is(err, target) {
+			return Refused, reason
+		}
+		return Error, ""
+	}
+}
+
 // Op is one public operation's instruments.
 type Op struct {
 	b        *Block
