@@ -1,15 +1,18 @@
 package feed_test
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/feed"
 	"github.com/casebook-dev/casebook/internal/keys"
@@ -364,5 +367,77 @@ func TestCursorKey(t *testing.T) {
 	plain.timeline("reader", 10)
 	if _, err := plain.s.Timeline(plain.ctx, "reader", feed.EncodeCursor(nil, "reader", 1<<40, 1), 5); err != nil {
 		t.Errorf("keyless, a forged position: %v, want a page", err)
+	}
+}
+
+// TestRelayAheadOfPublish: two app servers. One publishes, and its Redis
+// write of the author's outbox is slow; the other relays the fan-out, which
+// it finds in SQL first and pushes to nobody (the reader has no inbox yet),
+// and the reader opens an inbox in between, filling it from the outboxes.
+// The post is then neither pushed nor in an outbox when the reader looked —
+// unless the relay puts it in the outbox before pushing. The soak found
+// this under Redis faults (acknowledged posts missing from timelines).
+func TestRelayAheadOfPublish(t *testing.T) {
+	r := testenv.NewRedis(t)
+	f := newFixture(t, r, feed.Config{})
+	std, ok := r.Client.(*redis.Client)
+	if !ok {
+		t.Fatalf("needs a standalone client, got %T", r.Client)
+	}
+	slow := redis.NewClient(std.Options())
+	t.Cleanup(func() { slow.Close() })
+	stall := &stallKey{key: f.s.OutboxKey("alice"), reached: make(chan struct{}), release: make(chan struct{})}
+	slow.AddHook(stall)
+	publisher := f.twin(slow)
+
+	f.follow("reader", "alice")
+	type result struct {
+		p   feed.Post
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		p, err := publisher.Publish(f.ctx, feed.PublishRequest{Author: "alice", RequestID: "slow", Body: "hello"})
+		done <- result{p, err}
+	}()
+	<-stall.reached // the post is in SQL; its outbox write is held
+	f.fanout()
+	if got := f.timeline("reader", 10); len(got) > 1 {
+		t.Fatalf("reader sees %v before the publish returned", got)
+	}
+	close(stall.release)
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	f.fanout()
+	if got := f.timeline("reader", 10); !slices.Equal(got, []int64{res.p.ID}) {
+		t.Fatalf("reader sees %v, want the acknowledged post [%d]", got, res.p.ID)
+	}
+}
+
+// stallKey holds the first script call whose first key is key until
+// release is closed, telling reached when it holds it.
+type stallKey struct {
+	key              string
+	reached, release chan struct{}
+	once             sync.Once
+}
+
+func (*stallKey) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*stallKey) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *stallKey) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && len(args) > 3 && args[3] == h.key {
+			h.once.Do(func() {
+				close(h.reached)
+				<-h.release
+			})
+		}
+		return next(ctx, cmd)
 	}
 }

@@ -62,7 +62,10 @@ func DecodeChunk(value []byte) (Chunk, error) {
 // each post sent once all its chunks are acknowledged. It returns how many
 // posts it fanned out. A relay that dies in between publishes those chunks
 // again (harmless: chunks are idempotent). Run one relay, or several (they
-// only add duplicates).
+// only add duplicates). Each post is put in its author's outbox before its
+// first chunk (Publish's own write may still be on its way), so a reader
+// whose inbox opens after the push finds it there: one Redis script call
+// per post relayed, beside its SQL UPDATE and its follower pages.
 func (s *Service) RelayFanout(ctx context.Context, pub outbox.Publisher, topic string, batch int) (int, error) {
 	if batch < 1 || pub == nil || topic == "" {
 		return 0, fmt.Errorf("%w: relay needs a publisher, a topic and a batch ≥ 1 (got %d)", ErrInvalid, batch)
@@ -76,6 +79,14 @@ func (s *Service) RelayFanout(ctx context.Context, pub outbox.Publisher, topic s
 		}
 		for _, p := range posts {
 			if !p.Deleted {
+				// Publish may not have written the outbox yet (its Redis
+				// call slow, or failed and not retried): a reader opening
+				// an inbox now fills it from the outboxes and would find
+				// the post neither there nor pushed. The post goes in
+				// before its first chunk.
+				if err := s.toOutbox(ctx, p); err != nil {
+					return done, fmt.Errorf("feed: record post %d in its author's outbox: %w", p.ID, err)
+				}
 				if err := s.fanout(ctx, pub, topic, p); err != nil {
 					return done, err
 				}

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jmoiron/sqlx"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/casebook-dev/casebook/feed"
 	"github.com/casebook-dev/casebook/internal/keys"
 	"github.com/casebook-dev/casebook/internal/testenv"
@@ -25,6 +28,8 @@ type fixture struct {
 	r   *testenv.Redis
 	clk *testenv.Clock
 	ctx context.Context
+	dbs []*sqlx.DB
+	cfg feed.Config
 }
 
 func newFixture(t *testing.T, r *testenv.Redis, cfg feed.Config) *fixture {
@@ -32,7 +37,8 @@ func newFixture(t *testing.T, r *testenv.Redis, cfg feed.Config) *fixture {
 	clk := testenv.NewClock(testenv.Now().UTC().Truncate(time.Hour))
 	cfg.Namespace, cfg.Now, cfg.TablesPerDB = r.Namespace, clk.Now, 2
 	cfg.RegistryRefresh = time.Millisecond
-	s, err := feed.New(r.Client, testenv.NewSQLs(t, 2), cfg)
+	dbs := testenv.NewSQLs(t, 2)
+	s, err := feed.New(r.Client, dbs, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +47,19 @@ func newFixture(t *testing.T, r *testenv.Redis, cfg feed.Config) *fixture {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, s: s, r: r, clk: clk, ctx: ctx}
+	return &fixture{t: t, s: s, r: r, clk: clk, ctx: ctx, dbs: dbs, cfg: cfg}
+}
+
+// twin is a second app server on the same databases, clock and namespace,
+// talking to Redis through rdb.
+func (f *fixture) twin(rdb redis.UniversalClient) *feed.Service {
+	f.t.Helper()
+	s, err := feed.New(rdb, f.dbs, f.cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // fanout relays waiting posts and applies every chunk directly.

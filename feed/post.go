@@ -78,7 +78,7 @@ func (s *Service) Publish(ctx context.Context, r PublishRequest) (Post, error) {
 	if p.Deleted {
 		return p, nil
 	}
-	err = outboxScript.Run(ctx, s.rdb, []string{s.userKey(p.Author, "outbox")}, p.ID, p.Score, s.cfg.OutboxCap, max(1, s.cfg.OutboxCap/10)).Err()
+	err = s.toOutbox(ctx, p)
 	if err == nil {
 		err = s.cache(ctx, &p, false)
 	}
@@ -86,6 +86,11 @@ func (s *Service) Publish(ctx context.Context, r PublishRequest) (Post, error) {
 		return p, fmt.Errorf("feed: post %d is recorded but not in its author's outbox (publish again with the same request id): %w", p.ID, err)
 	}
 	return p, nil
+}
+
+// toOutbox records p in its author's outbox (again is a no-op).
+func (s *Service) toOutbox(ctx context.Context, p Post) error {
+	return outboxScript.Run(ctx, s.rdb, []string{s.userKey(p.Author, "outbox")}, p.ID, p.Score, s.cfg.OutboxCap, max(1, s.cfg.OutboxCap/10)).Err()
 }
 
 func (s *Service) insert(ctx context.Context, sh shard.Shard, r PublishRequest) (Post, error) {
