@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/casebook-dev/casebook/outbox"
 )
@@ -43,6 +45,9 @@ type Aggregator struct {
 		events, rejected, malformed, expired, duplicates atomic.Int64
 		flushes, replays, resyncs, flushed               atomic.Int64
 	}
+	open    openClaims
+	gauges  metric.Registration
+	closing sync.Mutex
 }
 
 // Stats counts what an Aggregator did.
@@ -68,7 +73,18 @@ func NewAggregator(l *List, cfg AggregatorConfig) (*Aggregator, error) {
 	if cfg.FlushEvery < 0 || cfg.MaxPending < 1 || cfg.MaxPending > 1_000_000 {
 		return nil, fmt.Errorf("%w: flush every %v, max pending %d (1..1000000)", ErrConfig, cfg.FlushEvery, cfg.MaxPending)
 	}
-	return &Aggregator{l: l, cfg: cfg}, nil
+	a := &Aggregator{l: l, cfg: cfg}
+	a.gauges = a.registerAggregator()
+	return a, nil
+}
+
+// Close unregisters the aggregator's observable metrics; its claims work
+// on, unobserved (release them first: the aggregator owns no goroutine or
+// connection). Safe to call twice.
+func (a *Aggregator) Close() error {
+	a.closing.Lock()
+	defer a.closing.Unlock()
+	return unregister(&a.gauges)
 }
 
 // FlushEvery returns the flush interval.
@@ -102,6 +118,10 @@ type Claim struct {
 	scratch   []rawEvent
 	likeKey   []byte
 	growths   *[growthCache]growthAt // Decay: 2^((ms−landmark)/HalfLife) by ms
+	// unflushedSince is when (Unix ms, by the list's clock) the oldest
+	// event the claim holds unflushed was added; 0 when none. Read by the
+	// lag gauge from another goroutine.
+	unflushedSince atomic.Int64
 }
 
 // growthCache is how many milliseconds a claim remembers the decay factor
@@ -130,8 +150,18 @@ func (c *Claim) growth(ms, base int64) float64 {
 // from Resume. A second Claim of the same partition (another process after a
 // rebalance) is safe: the offset fence lets only one apply each offset.
 func (a *Aggregator) Claim(ctx context.Context, partition int32) (*Claim, error) {
+	ctx, call := a.l.obs.claim.Start(ctx)
+	c, err := a.newClaim(ctx, partition)
+	if err != nil {
+		return nil, call.End(err)
+	}
+	a.open.add(c)
+	return c, call.End(nil)
+}
+
+func (a *Aggregator) newClaim(ctx context.Context, partition int32) (*Claim, error) {
 	if partition < 0 || int(partition) >= len(a.l.parts) {
-		return nil, fmt.Errorf("hotlist: partition %d outside 0..%d", partition, len(a.l.parts)-1)
+		return nil, fmt.Errorf("%w: partition %d outside 0..%d", ErrInvalid, partition, len(a.l.parts)-1)
 	}
 	pk := a.l.parts[partition]
 	vals, err := a.l.c.HMGet(ctx, pk.meta, "offset", "epoch", "mig").Result()
@@ -191,7 +221,10 @@ func (c *Claim) Add(offset int64, value []byte) error {
 	nowMs := c.l.cfg.Now().UnixMilli()
 	b := c.pend
 	if b.from < 0 {
-		b.from, b.base = offset, c.l.epochOf(nowMs)
+		b.from, b.base, b.addedMs = offset, c.l.epochOf(nowMs), nowMs
+		if c.unflushedSince.Load() == 0 {
+			c.unflushedSince.Store(nowMs)
+		}
 	}
 	b.to = offset
 	raw, err := decodeBatch(value, c.scratch)
@@ -303,6 +336,11 @@ func buildLead(slotMs int64) int64 { return min(slotMs/2, 60_000) }
 // apply but whose reply was lost is found applied, not applied twice.
 // ErrResync closes the claim.
 func (c *Claim) Flush(ctx context.Context) error {
+	ctx, call := c.l.obs.flush.Start(ctx)
+	return call.End(c.flush(ctx))
+}
+
+func (c *Claim) flush(ctx context.Context) error {
 	if c.closed {
 		return ErrClosed
 	}
@@ -349,6 +387,11 @@ func (c *Claim) Flush(ctx context.Context) error {
 	c.epoch, c.rescaling = reply[2], reply[3] == 1
 	b.reset()
 	c.spare, c.sealed = b, nil
+	since := int64(0)
+	if c.pend.from >= 0 { // added while this flush was on its way
+		since = c.pend.addedMs
+	}
+	c.unflushedSince.Store(since)
 	return nil
 }
 
@@ -364,7 +407,20 @@ func (c *Claim) Release(ctx context.Context) error {
 	return nil
 }
 
+// Close drops what the claim holds unflushed and closes it: for a consumer
+// that stops without flushing (its session ended, its partition revoked),
+// whose successor re-reads from Resume. Release is the way to stop that
+// keeps the work. Safe to call twice, and after Release.
+func (c *Claim) Close() error {
+	c.close()
+	return nil
+}
+
 func (c *Claim) close() {
+	if !c.closed {
+		c.a.open.remove(c)
+		c.unflushedSince.Store(0)
+	}
 	c.closed = true
 	c.pend, c.sealed, c.spare, c.scratch = nil, nil, nil, nil
 }
@@ -449,6 +505,7 @@ func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) 
 type batch struct {
 	from, to int64 // offsets covered; from is -1 when none
 	base     int64 // Decay: the landmark number the values are scaled to
+	addedMs  int64 // when the first of them was added (list clock, Unix ms)
 	groups   []*group
 	free     []*group
 	last     *group
@@ -485,7 +542,7 @@ func (b *batch) reset() {
 	b.groups, b.last = b.groups[:0], nil
 	clear(b.likeIdx)
 	b.likes = b.likes[:0]
-	b.from, b.to, b.base, b.entries = -1, 0, 0, 0
+	b.from, b.to, b.base, b.addedMs, b.entries = -1, 0, 0, 0, 0
 }
 
 func (b *batch) group(slot int64) *group {

@@ -126,6 +126,35 @@
 // starts a goroutine except RunPublisher (until its context ends) and a
 // timer per cache refresh.
 //
+// # Observability
+//
+// A List and its Aggregators emit OpenTelemetry metrics and spans to
+// Config.MeterProvider and TracerProvider, by default the global ones (a
+// service that set none up pays nothing: no clock read, no span, no
+// allocation):
+//
+//	casebook.hotlist.operation.duration  histogram (s)    casebook.operation, casebook.outcome, casebook.reason
+//	casebook.hotlist.operations          counter          the same
+//	casebook.hotlist.events              counter          casebook.hotlist.list, casebook.hotlist.result: aggregated, rejected, expired
+//	casebook.hotlist.messages            counter          the list; result malformed (poison) or duplicate (skipped redelivery)
+//	casebook.hotlist.flushes             counter          the list; result applied or replayed (a retry found applied)
+//	casebook.hotlist.flushed.entries     counter          the list: item entries in applied flushes
+//	casebook.hotlist.resyncs             counter          the list: claims closed with ErrResync
+//	casebook.hotlist.flush.lag           gauge (s)        the list: age of the oldest event an open claim holds unflushed, 0 when none
+//	casebook.hotlist.claims              gauge            the list: open claims of the Aggregator
+//
+// Operations (each a span "hotlist.<operation>") are top, snapshot (also
+// TopCached's read when its copy is stale), publish, claim, flush, pin,
+// unpin, block and unblock; refusals give a reason: invalid (ErrInvalid),
+// no_snapshot, conflict (ErrPublishConflict) or closed (ErrClosed); an
+// ErrResync is an error. Claim.Add, per message, records nothing: its
+// counts are the Aggregator's Stats, read at collection, as are the lag and
+// the claims (an Aggregator registers them at NewAggregator and Close
+// unregisters them; run one Aggregator per list per process). TopCached's
+// hit, about 2 ns here, is not counted: any counter costs more than it.
+// The list's name (chosen by the operator) is the only attribute beside the
+// fixed sets; no item or user is.
+//
 // # Departures from the seed
 //
 // The seed counts at least once and recomputes hot scores on a timer; here

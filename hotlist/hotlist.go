@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/casebook-dev/casebook/internal/keys"
@@ -65,6 +67,9 @@ var (
 	// ErrClosed is returned by a Claim used after it was released or
 	// resynced.
 	ErrClosed = errors.New("hotlist: claim closed")
+	// ErrInvalid is wrapped by the errors of bad arguments (a Top size, a
+	// partition, an item or a pin position out of range); nothing changed.
+	ErrInvalid = errors.New("hotlist: invalid argument")
 )
 
 // Config configures a List. Every process that writes or reads one list must
@@ -140,6 +145,12 @@ type Config struct {
 	// Now is the clock, for tests. Default time.Now (and then TopCached's
 	// copy is marked stale by a timer rather than by reading the clock).
 	Now func() time.Time
+
+	// MeterProvider and TracerProvider receive the list's and its
+	// aggregators' metrics and spans (doc.go, Observability). Default the
+	// global ones.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 // List is a trending list over Redis. It is safe for concurrent use.
@@ -164,6 +175,8 @@ type List struct {
 	realClock bool // Config.Now was not set
 	flight    singleflight.Group
 	cached    atomic.Pointer[view]
+
+	obs *instruments
 }
 
 type partKeys struct {
@@ -225,6 +238,7 @@ func New(c redis.UniversalClient, cfg Config) (*List, error) {
 	}
 	read := cfg.Name + ":read"
 	l.snap, l.pins, l.block = l.space.Key(read, "snap"), l.space.Key(read, "pins"), l.space.Key(read, "blocks")
+	l.obs = newInstruments(cfg.Name, cfg.MeterProvider, cfg.TracerProvider)
 	return l, nil
 }
 

@@ -39,6 +39,12 @@ type Snapshot struct {
 // the latest (ErrPublishConflict otherwise), so rank changes always refer to
 // the snapshot just before.
 func (l *List) Publish(ctx context.Context) (Snapshot, error) {
+	ctx, call := l.obs.publish.Start(ctx)
+	snap, err := l.publishTop(ctx)
+	return snap, call.End(err)
+}
+
+func (l *List) publishTop(ctx context.Context) (Snapshot, error) {
 	pipe := l.c.Pipeline()
 	stored := pipe.HMGet(ctx, l.snap, "at", "data")
 	blocks := pipe.SMembers(ctx, l.block)
@@ -57,7 +63,7 @@ func (l *List) Publish(ctx context.Context) (Snapshot, error) {
 		}
 	}
 	blocked := blocks.Val()
-	top, err := l.Top(ctx, min(l.cfg.Keep, 10_000, l.cfg.SnapshotSize+len(blocked)))
+	top, err := l.top(ctx, min(l.cfg.Keep, 10_000, l.cfg.SnapshotSize+len(blocked)))
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -121,6 +127,12 @@ func (l *List) publishIfDue(ctx context.Context) error {
 // controls applied: blocked items removed, pinned items placed at their
 // positions, ranks renumbered. ErrNoSnapshot before the first Publish.
 func (l *List) Snapshot(ctx context.Context) (Snapshot, error) {
+	ctx, call := l.obs.snapshot.Start(ctx)
+	snap, err := l.snapshot(ctx)
+	return snap, call.End(err)
+}
+
+func (l *List) snapshot(ctx context.Context) (Snapshot, error) {
 	pipe := l.c.Pipeline()
 	stored := pipe.HGet(ctx, l.snap, "data")
 	pins := pipe.HGetAll(ctx, l.pins)
@@ -194,12 +206,14 @@ func (l *List) TopCached(ctx context.Context, n int) ([]Entry, error) {
 // Pin places item at position (1..SnapshotSize) in every snapshot read from
 // now on, whatever its heat, until Unpin. Pinned items at one position are
 // ordered by name.
-func (l *List) Pin(ctx context.Context, item string, position int) error {
+func (l *List) Pin(ctx context.Context, item string, position int) (err error) {
+	ctx, call := l.obs.pin.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if err := checkItem(item); err != nil {
 		return err
 	}
 	if position < 1 || position > l.cfg.SnapshotSize {
-		return fmt.Errorf("hotlist: pin position %d outside 1..%d", position, l.cfg.SnapshotSize)
+		return fmt.Errorf("%w: pin position %d outside 1..%d", ErrInvalid, position, l.cfg.SnapshotSize)
 	}
 	if err := l.c.HSet(ctx, l.pins, item, position).Err(); err != nil {
 		return fmt.Errorf("hotlist: pin %q: %w", item, err)
@@ -208,7 +222,9 @@ func (l *List) Pin(ctx context.Context, item string, position int) error {
 }
 
 // Unpin removes item's pin.
-func (l *List) Unpin(ctx context.Context, item string) error {
+func (l *List) Unpin(ctx context.Context, item string) (err error) {
+	ctx, call := l.obs.unpin.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if err := l.c.HDel(ctx, l.pins, item).Err(); err != nil {
 		return fmt.Errorf("hotlist: unpin %q: %w", item, err)
 	}
@@ -217,7 +233,9 @@ func (l *List) Unpin(ctx context.Context, item string) error {
 
 // Block keeps item out of every snapshot read from now on (and out of those
 // published later), until Unblock. A block beats a pin.
-func (l *List) Block(ctx context.Context, item string) error {
+func (l *List) Block(ctx context.Context, item string) (err error) {
+	ctx, call := l.obs.blockItem.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if err := checkItem(item); err != nil {
 		return err
 	}
@@ -228,7 +246,9 @@ func (l *List) Block(ctx context.Context, item string) error {
 }
 
 // Unblock lifts item's block.
-func (l *List) Unblock(ctx context.Context, item string) error {
+func (l *List) Unblock(ctx context.Context, item string) (err error) {
+	ctx, call := l.obs.unblock.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if err := l.c.SRem(ctx, l.block, item).Err(); err != nil {
 		return fmt.Errorf("hotlist: unblock %q: %w", item, err)
 	}
@@ -237,7 +257,7 @@ func (l *List) Unblock(ctx context.Context, item string) error {
 
 func checkItem(item string) error {
 	if item == "" || len(item) > MaxItem {
-		return fmt.Errorf("hotlist: item of %d bytes (1..%d)", len(item), MaxItem)
+		return fmt.Errorf("%w: item of %d bytes (1..%d)", ErrInvalid, len(item), MaxItem)
 	}
 	return nil
 }

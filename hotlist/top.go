@@ -71,8 +71,14 @@ type partTop struct {
 // cut are asked again. Operators' pins and blocks do not apply here (see
 // TopCached).
 func (l *List) Top(ctx context.Context, n int) ([]Entry, error) {
+	ctx, call := l.obs.top.Start(ctx)
+	top, err := l.top(ctx, n)
+	return top, call.End(err)
+}
+
+func (l *List) top(ctx context.Context, n int) ([]Entry, error) {
 	if n < 0 || n > min(l.cfg.Keep, 10_000) {
-		return nil, fmt.Errorf("hotlist: top %d is outside 0..%d", n, min(l.cfg.Keep, 10_000))
+		return nil, fmt.Errorf("%w: top %d is outside 0..%d", ErrInvalid, n, min(l.cfg.Keep, 10_000))
 	}
 	if n == 0 {
 		return nil, nil

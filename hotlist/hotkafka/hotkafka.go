@@ -112,6 +112,7 @@ func (c *Consumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Cons
 	if err != nil {
 		return err
 	}
+	defer hc.Close() // after release, a no-op; else what was not flushed is re-read
 	if c.moveOffset(s, claim, hc) {
 		return nil
 	}

@@ -62,18 +62,31 @@ const Scope = "github.com/casebook-dev/casebook"
 // package's init would fool — and remembers the answer once it is yes.
 var metersInstalled, tracersInstalled atomic.Bool
 
+// delegateMeters and delegateTracers remember the delegating providers'
+// types once seen, so that the check while none is installed is a type
+// comparison (reading a type's package path costs more than a hot path).
+var delegateMeters, delegateTracers atomic.Pointer[reflect.Type]
+
 const globalPackage = "go.opentelemetry.io/otel/internal/global"
 
-func isDelegate(p any) bool {
+func isDelegate(known *atomic.Pointer[reflect.Type], p any) bool {
 	t := reflect.TypeOf(p)
-	return t != nil && t.Kind() == reflect.Pointer && t.Elem().PkgPath() == globalPackage
+	if k := known.Load(); k != nil && *k == t {
+		return true
+	}
+	if t != nil && t.Kind() == reflect.Pointer && t.Elem().PkgPath() == globalPackage {
+		seen := t // a copy: storing &t would move t to the heap on every call
+		known.Store(&seen)
+		return true
+	}
+	return false
 }
 
-func installed(flag *atomic.Bool, current any) bool {
+func installed(flag *atomic.Bool, known *atomic.Pointer[reflect.Type], current any) bool {
 	if flag.Load() {
 		return true
 	}
-	if isDelegate(current) {
+	if isDelegate(known, current) {
 		return false
 	}
 	flag.Store(true)
@@ -135,12 +148,12 @@ func (b *Block) Tracer() trace.Tracer { return b.tracer }
 // Metering reports whether metrics are wanted: a provider was given, or
 // the service installed a global one.
 func (b *Block) Metering() bool {
-	return b.meters != nil || installed(&metersInstalled, otel.GetMeterProvider())
+	return b.meters != nil || installed(&metersInstalled, &delegateMeters, otel.GetMeterProvider())
 }
 
 // Tracing reports whether spans are wanted, the same way.
 func (b *Block) Tracing() bool {
-	return b.tracers != nil || installed(&tracersInstalled, otel.GetTracerProvider())
+	return b.tracers != nil || installed(&tracersInstalled, &delegateTracers, otel.GetTracerProvider())
 }
 
 // Classify maps an operation's error to its outcome and, for a refusal, a
