@@ -66,7 +66,9 @@ func DecodeChunk(value []byte) (Chunk, error) {
 // first chunk (Publish's own write may still be on its way), so a reader
 // whose inbox opens after the push finds it there: one Redis script call
 // per post relayed, beside its SQL UPDATE and its follower pages.
-func (s *Service) RelayFanout(ctx context.Context, pub outbox.Publisher, topic string, batch int) (int, error) {
+func (s *Service) RelayFanout(ctx context.Context, pub outbox.Publisher, topic string, batch int) (_ int, err error) {
+	ctx, call := s.obs.relayFanout.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if batch < 1 || pub == nil || topic == "" {
 		return 0, fmt.Errorf("%w: relay needs a publisher, a topic and a batch ≥ 1 (got %d)", ErrInvalid, batch)
 	}
@@ -134,12 +136,14 @@ func (s *Service) fanout(ctx context.Context, pub outbox.Publisher, topic string
 // one pipeline. Malformed chunks, and chunks that contradict their post
 // (see Push), are poison; a Redis error is transient (the whole chunk is
 // retried, which is idempotent).
-func (s *Service) HandleChunk(ctx context.Context, _, value []byte) error {
+func (s *Service) HandleChunk(ctx context.Context, _, value []byte) (err error) {
+	ctx, call := s.obs.handleChunk.Start(ctx)
+	defer func() { err = call.End(err) }()
 	c, err := DecodeChunk(value)
 	if err != nil {
 		return err
 	}
-	_, err = s.Push(ctx, c)
+	_, err = s.push(ctx, c)
 	return err
 }
 
@@ -160,7 +164,13 @@ func (s *Service) HandleChunk(ctx context.Context, _, value []byte) error {
 // post. One whose post does not exist, or
 // whose author or score is not the post's, is ErrBadMessage (poison) and
 // pushes nothing; one whose post was deleted pushes nothing.
-func (s *Service) Push(ctx context.Context, c Chunk) (int, error) {
+func (s *Service) Push(ctx context.Context, c Chunk) (_ int, err error) {
+	ctx, call := s.obs.push.Start(ctx)
+	defer func() { err = call.End(err) }()
+	return s.push(ctx, c)
+}
+
+func (s *Service) push(ctx context.Context, c Chunk) (int, error) {
 	posts, err := s.hydrate(ctx, []int64{c.Post})
 	if err != nil {
 		return 0, err
@@ -189,6 +199,9 @@ func (s *Service) Push(ctx context.Context, c Chunk) (int, error) {
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, fmt.Errorf("feed: push post %d: %w", c.Post, err)
+	}
+	if s.obs.block.Metering() {
+		s.obs.delay.Record(ctx, max(0, float64(s.nowMs()-p.CreatedAt)/1000))
 	}
 	n := 0
 	var trim redis.Pipeliner

@@ -14,6 +14,8 @@ import (
 	"github.com/dgraph-io/ristretto/v2"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/casebook-dev/casebook/idgen"
@@ -112,6 +114,11 @@ type Config struct {
 	// key makes the cursors given out before ErrCursor; clients start again
 	// from the top.
 	CursorKey []byte
+
+	// MeterProvider and TracerProvider receive the Service's metrics and
+	// spans (doc.go, Observability). Default the global ones.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 // Service is a news feed over one Redis (or Redis Cluster) and sharded SQL.
@@ -135,6 +142,7 @@ type Service struct {
 	reg     registry
 	wg      sync.WaitGroup
 	cursors cursors
+	obs     *instruments
 }
 
 // New returns a Service over dbs (all "mysql" or all "sqlite"). Call
@@ -194,7 +202,7 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 	}
 	s := &Service{rdb: rdb, dbs: dbs, cfg: cfg, posts: posts, users: users, genes: gene.Genes,
 		space: keys.NewSpace(keys.Join(cfg.Namespace, "feed")), idSrc: idSrc, ids: gene.NewIDs(idSrc, "post", 1000),
-		cursors: cursors{key: bytes.Clone(cfg.CursorKey)}}
+		cursors: cursors{key: bytes.Clone(cfg.CursorKey)}, obs: newInstruments(cfg.MeterProvider, cfg.TracerProvider)}
 	if cfg.LocalTTL > 0 {
 		s.local, err = ristretto.NewCache(&ristretto.Config[int64, *Post]{NumCounters: 10 * cfg.LocalCost, MaxCost: cfg.LocalCost, BufferItems: 64})
 		if err != nil {

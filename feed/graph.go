@@ -31,7 +31,9 @@ var (
 // follows, and a crash between the two is finished by Repair. The
 // followee's recent posts are merged into the follower's inbox. Following
 // again is a no-op; either user having blocked the other returns ErrBlocked.
-func (s *Service) Follow(ctx context.Context, follower, followee string) error {
+func (s *Service) Follow(ctx context.Context, follower, followee string) (err error) {
+	ctx, call := s.obs.follow.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if err := validPair(follower, followee); err != nil {
 		return err
 	}
@@ -39,7 +41,7 @@ func (s *Service) Follow(ctx context.Context, follower, followee string) error {
 		return err
 	}
 	sh := s.shardOfUser(follower)
-	_, err := sh.DB.ExecContext(ctx, `INSERT INTO `+sh.Table+` (follower, followee, state, mirrored, updated_at) VALUES (?, ?, ?, 0, ?)`,
+	_, err = sh.DB.ExecContext(ctx, `INSERT INTO `+sh.Table+` (follower, followee, state, mirrored, updated_at) VALUES (?, ?, ?, 0, ?)`,
 		follower, followee, stateFollowing, s.nowMs())
 	if sqlutil.IsDuplicate(err) {
 		_, err = sh.DB.ExecContext(ctx, `UPDATE `+sh.Table+` SET state = ?, mirrored = 0, updated_at = ? WHERE follower = ? AND followee = ? AND state <> ?`,
@@ -51,7 +53,7 @@ func (s *Service) Follow(ctx context.Context, follower, followee string) error {
 	// A block that committed while the row was being written: whichever
 	// of the two writes came second sees the other and undoes the follow.
 	if err := s.refuseBlocked(ctx, follower, followee); err != nil {
-		if uerr := s.Unfollow(ctx, follower, followee); uerr != nil {
+		if uerr := s.unfollow(ctx, follower, followee); uerr != nil {
 			return errors.Join(err, uerr)
 		}
 		return err
@@ -97,7 +99,13 @@ func (s *Service) regraph(ctx context.Context, reader string, args []any) error 
 // follower's cached followees are dropped and the followee's posts removed
 // from their inbox (a post pushed late is still hidden: timelines show only
 // posts by accounts followed). Unfollowing someone not followed is a no-op.
-func (s *Service) Unfollow(ctx context.Context, follower, followee string) error {
+func (s *Service) Unfollow(ctx context.Context, follower, followee string) (err error) {
+	ctx, call := s.obs.unfollow.Start(ctx)
+	defer func() { err = call.End(err) }()
+	return s.unfollow(ctx, follower, followee)
+}
+
+func (s *Service) unfollow(ctx context.Context, follower, followee string) error {
 	if err := validPair(follower, followee); err != nil {
 		return err
 	}
@@ -143,7 +151,9 @@ func (s *Service) finishUnfollow(ctx context.Context, follower, followee string)
 
 // Block records that blocker blocks blocked and removes the follow both
 // ways; neither can follow the other while the block stands.
-func (s *Service) Block(ctx context.Context, blocker, blocked string) error {
+func (s *Service) Block(ctx context.Context, blocker, blocked string) (err error) {
+	ctx, call := s.obs.blockOp.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if err := validPair(blocker, blocked); err != nil {
 		return err
 	}
@@ -152,7 +162,7 @@ func (s *Service) Block(ctx context.Context, blocker, blocked string) error {
 		blocker, blocked, s.nowMs()); err != nil {
 		return fmt.Errorf("feed: block: %w", err)
 	}
-	return errors.Join(s.Unfollow(ctx, blocker, blocked), s.Unfollow(ctx, blocked, blocker))
+	return errors.Join(s.unfollow(ctx, blocker, blocked), s.unfollow(ctx, blocked, blocker))
 }
 
 // refuseBlocked returns ErrBlocked when a or b blocked the other.
@@ -172,7 +182,13 @@ func (s *Service) refuseBlocked(ctx context.Context, a, b string) error {
 
 // Followees returns up to limit accounts user follows, in byte order after
 // the id after ("" for the first page).
-func (s *Service) Followees(ctx context.Context, user, after string, limit int) ([]string, error) {
+func (s *Service) Followees(ctx context.Context, user, after string, limit int) (_ []string, err error) {
+	ctx, call := s.obs.followees.Start(ctx)
+	defer func() { err = call.End(err) }()
+	return s.followeesPage(ctx, user, after, limit)
+}
+
+func (s *Service) followeesPage(ctx context.Context, user, after string, limit int) ([]string, error) {
 	if err := validPage(user, limit); err != nil {
 		return nil, err
 	}
@@ -188,7 +204,9 @@ func (s *Service) Followees(ctx context.Context, user, after string, limit int) 
 
 // Followers returns up to limit followers of user, in byte order after the
 // id after ("" for the first page), from the followee-side rows.
-func (s *Service) Followers(ctx context.Context, user, after string, limit int) ([]string, error) {
+func (s *Service) Followers(ctx context.Context, user, after string, limit int) (_ []string, err error) {
+	ctx, call := s.obs.followersOp.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if err := validPage(user, limit); err != nil {
 		return nil, err
 	}
@@ -209,7 +227,13 @@ func (s *Service) followers(ctx context.Context, user, after string, limit int) 
 // FollowerCount returns how many followers user has, cached in Redis (the
 // cache is dropped by every follow and unfollow and counted again from SQL
 // on a miss, so it is exact once writes settle).
-func (s *Service) FollowerCount(ctx context.Context, user string) (int64, error) {
+func (s *Service) FollowerCount(ctx context.Context, user string) (_ int64, err error) {
+	ctx, call := s.obs.followerCount.Start(ctx)
+	defer func() { err = call.End(err) }()
+	return s.followerCount(ctx, user)
+}
+
+func (s *Service) followerCount(ctx context.Context, user string) (int64, error) {
 	if err := validUser(user); err != nil {
 		return 0, err
 	}
@@ -247,7 +271,9 @@ func (s *Service) forgetCount(ctx context.Context, user string) error {
 // follower-side and the followee-side write (a crash, a database or Redis
 // error) and are older than RepairGrace, and returns how many it finished.
 // Run it periodically; it is safe beside live calls and other Repairs.
-func (s *Service) Repair(ctx context.Context) (int, error) {
+func (s *Service) Repair(ctx context.Context) (_ int, err error) {
+	ctx, call := s.obs.repair.Start(ctx)
+	defer func() { err = call.End(err) }()
 	done := 0
 	for _, sh := range s.users.All() {
 		for {
@@ -315,7 +341,9 @@ func insertIgnore(db *sqlx.DB) string {
 // fixture: both sides, already mirrored, in multi-row inserts per shard,
 // duplicates skipped. It bypasses block checks and Redis (whose caches
 // load on demand), so run it before the users are live.
-func (s *Service) SeedFollows(ctx context.Context, pairs [][2]string) error {
+func (s *Service) SeedFollows(ctx context.Context, pairs [][2]string) (err error) {
+	ctx, call := s.obs.seedFollows.Start(ctx)
+	defer func() { err = call.End(err) }()
 	type rows struct {
 		db    *sqlx.DB
 		table string

@@ -57,7 +57,9 @@ var (
 // RelayFanout, which finds it in SQL, unless the author is a celebrity, whose
 // posts are pulled at read time. If Redis fails after the SQL write, the
 // error says so and publishing again with the same request id finishes.
-func (s *Service) Publish(ctx context.Context, r PublishRequest) (Post, error) {
+func (s *Service) Publish(ctx context.Context, r PublishRequest) (_ Post, err error) {
+	ctx, call := s.obs.publish.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if err := validUser(r.Author); err != nil {
 		return Post{}, err
 	}
@@ -129,7 +131,7 @@ func (s *Service) fanoutMode(ctx context.Context, author string) (int, error) {
 	if _, ok := reg[author]; ok {
 		return fanoutPending, nil
 	}
-	followers, err := s.FollowerCount(ctx, author)
+	followers, err := s.followerCount(ctx, author)
 	if err != nil {
 		return 0, err
 	}
@@ -162,7 +164,9 @@ func (s *Service) byRequest(ctx context.Context, sh shard.Shard, author, request
 // caches and the author's outbox; inboxes drop it lazily, at read (a
 // timeline never shows a deleted post). Deleting again is a no-op; a post
 // that is not author's returns ErrNotFound.
-func (s *Service) Delete(ctx context.Context, author string, id int64) error {
+func (s *Service) Delete(ctx context.Context, author string, id int64) (err error) {
+	ctx, call := s.obs.delete.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if err := validUser(author); err != nil {
 		return err
 	}
@@ -171,7 +175,7 @@ func (s *Service) Delete(ctx context.Context, author string, id int64) error {
 	}
 	sh := s.shardOfPost(id)
 	var p Post
-	err := sh.DB.GetContext(ctx, &p, postSelect+sh.Table+` WHERE id = ? AND author = ?`, id, author)
+	err = sh.DB.GetContext(ctx, &p, postSelect+sh.Table+` WHERE id = ? AND author = ?`, id, author)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: %d by %s", ErrNotFound, id, author)
 	}
@@ -198,7 +202,9 @@ func (s *Service) Delete(ctx context.Context, author string, id int64) error {
 }
 
 // Post returns the post id (ErrNotFound when missing or deleted).
-func (s *Service) Post(ctx context.Context, id int64) (Post, error) {
+func (s *Service) Post(ctx context.Context, id int64) (_ Post, err error) {
+	ctx, call := s.obs.post.Start(ctx)
+	defer func() { err = call.End(err) }()
 	m, err := s.hydrate(ctx, []int64{id})
 	if err != nil {
 		return Post{}, err
@@ -245,6 +251,10 @@ func (s *Service) hydrate(ctx context.Context, ids []int64) (map[int64]*Post, er
 		}
 		miss = append(miss, id)
 	}
+	if s.local != nil {
+		s.obs.looked(ctx, len(ids)-len(miss), s.obs.localHit)
+		s.obs.looked(ctx, len(miss), s.obs.localMiss)
+	}
 	if len(miss) == 0 {
 		return out, nil
 	}
@@ -274,6 +284,8 @@ func (s *Service) hydrate(ctx context.Context, ids []int64) (map[int64]*Post, er
 		out[miss[i]] = p
 		s.remember(miss[i], p)
 	}
+	s.obs.looked(ctx, len(miss)-len(cold), s.obs.redisHit)
+	s.obs.looked(ctx, len(cold), s.obs.redisMiss)
 	if len(cold) == 0 {
 		return out, nil
 	}
@@ -325,6 +337,8 @@ func (s *Service) loadShard(ctx context.Context, ids []int64) (map[int64]*Post, 
 	if err := sh.DB.SelectContext(ctx, &rows, sh.DB.Rebind(q), args...); err != nil {
 		return nil, fmt.Errorf("feed: read posts: %w", err)
 	}
+	s.obs.looked(ctx, len(rows), s.obs.sqlHit)
+	s.obs.looked(ctx, len(ids)-len(rows), s.obs.sqlMiss)
 	out := make(map[int64]*Post, len(ids))
 	for i := range rows {
 		p := &rows[i]

@@ -62,7 +62,9 @@ func before(a, b entry) bool {
 // published meanwhile never shift it. A reader without an inbox (new, or
 // inactive for ActivePeriod) gets one rebuilt from their followees'
 // outboxes; every read keeps the reader active.
-func (s *Service) Timeline(ctx context.Context, reader, cursor string, limit int) (Page, error) {
+func (s *Service) Timeline(ctx context.Context, reader, cursor string, limit int) (_ Page, err error) {
+	ctx, call := s.obs.timeline.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if err := validUser(reader); err != nil {
 		return Page{}, err
 	}
@@ -291,7 +293,7 @@ func (s *Service) followees(ctx context.Context, reader string) ([]string, error
 	var all []string
 	after := ""
 	for {
-		page, err := s.Followees(ctx, reader, after, 10_000)
+		page, err := s.followeesPage(ctx, reader, after, 10_000)
 		if err != nil {
 			return nil, err
 		}

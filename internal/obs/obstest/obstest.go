@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // Points collects reader's metrics for tests: every data point of every
@@ -76,6 +77,26 @@ func Expect(t testing.TB, got, want map[string]float64) {
 	for k, v := range got {
 		if _, ok := want[k]; !ok {
 			t.Errorf("%s = %v, want no such point", k, v)
+		}
+	}
+}
+
+// ExpectSpans fails t unless spans holds exactly want's span names, each
+// as many times as want says.
+func ExpectSpans(t testing.TB, spans *tracetest.InMemoryExporter, want map[string]int) {
+	t.Helper()
+	names := map[string]int{}
+	for _, s := range spans.GetSpans() {
+		names[s.Name]++
+	}
+	for name, n := range want {
+		if names[name] != n {
+			t.Errorf("%d spans %q, want %d", names[name], name, n)
+		}
+	}
+	for name, n := range names {
+		if _, ok := want[name]; !ok {
+			t.Errorf("%d spans %q, want none", n, name)
 		}
 	}
 }
