@@ -97,8 +97,9 @@
 //
 // The Service emits OpenTelemetry metrics and spans to
 // Config.MeterProvider and TracerProvider, by default the global ones (a
-// service that set none up pays nothing: no clock read, no span, no
-// allocation):
+// service that set none up pays no clock read, no span and no
+// allocation: a check per operation, 19 ns, internal/obs's
+// BenchmarkOpUninstalled):
 //
 //	casebook.feed.operation.duration  histogram (s)  casebook.operation, casebook.outcome, casebook.reason
 //	casebook.feed.operations          counter        the same

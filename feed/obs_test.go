@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/casebook-dev/casebook/feed"
 	"github.com/casebook-dev/casebook/internal/obs/obstest"
@@ -21,10 +18,7 @@ import (
 // and an in-memory span exporter; every count is exact, the post lookups
 // by cache layer included.
 func TestMetricsAndSpans(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	reader, mp, spans, tp := obstest.NewSDK()
 	f := newFixture(t, testenv.NewRedis(t), feed.Config{MeterProvider: mp, TracerProvider: tp})
 
 	f.follow("bob", "alice")   // follow 1

@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/metric"
 
+	"github.com/casebook-dev/casebook/internal/obs"
 	"github.com/casebook-dev/casebook/outbox"
 )
 
@@ -45,9 +44,8 @@ type Aggregator struct {
 		events, rejected, malformed, expired, duplicates atomic.Int64
 		flushes, replays, resyncs, flushed               atomic.Int64
 	}
-	open    openClaims
-	gauges  metric.Registration
-	closing sync.Mutex
+	open   openClaims
+	gauges *obs.Registration
 }
 
 // Stats counts what an Aggregator did.
@@ -81,11 +79,7 @@ func NewAggregator(l *List, cfg AggregatorConfig) (*Aggregator, error) {
 // Close unregisters the aggregator's observable metrics; its claims work
 // on, unobserved (release them first: the aggregator owns no goroutine or
 // connection). Safe to call twice.
-func (a *Aggregator) Close() error {
-	a.closing.Lock()
-	defer a.closing.Unlock()
-	return unregister(&a.gauges)
-}
+func (a *Aggregator) Close() error { return a.gauges.Close() }
 
 // FlushEvery returns the flush interval.
 func (a *Aggregator) FlushEvery() time.Duration { return a.cfg.FlushEvery }

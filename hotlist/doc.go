@@ -130,8 +130,9 @@
 //
 // A List and its Aggregators emit OpenTelemetry metrics and spans to
 // Config.MeterProvider and TracerProvider, by default the global ones (a
-// service that set none up pays nothing: no clock read, no span, no
-// allocation):
+// service that set none up pays no clock read, no span and no
+// allocation: a check per operation, 19 ns, internal/obs's
+// BenchmarkOpUninstalled):
 //
 //	casebook.hotlist.operation.duration  histogram (s)    casebook.operation, casebook.outcome, casebook.reason
 //	casebook.hotlist.operations          counter          the same

@@ -2,7 +2,6 @@ package hotlist
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -39,7 +38,7 @@ func newInstruments(name string, mp metric.MeterProvider, tp trace.TracerProvide
 
 // registerAggregator registers an Aggregator's observable instruments, read
 // from its Stats and claims at collection (so Add records nothing).
-func (a *Aggregator) registerAggregator() metric.Registration {
+func (a *Aggregator) registerAggregator() *obs.Registration {
 	in := a.l.obs
 	m := in.block.Meter()
 	events, err := m.Int64ObservableCounter("casebook.hotlist.events", metric.WithUnit("{event}"),
@@ -72,7 +71,7 @@ func (a *Aggregator) registerAggregator() metric.Registration {
 		malformed, duplicate          = by("casebook.hotlist.result", "malformed"), by("casebook.hotlist.result", "duplicate")
 		applied, replayed             = by("casebook.hotlist.result", "applied"), by("casebook.hotlist.result", "replayed")
 	)
-	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	reg := obs.Register(m, func(_ context.Context, o metric.Observer) error {
 		s := a.Stats()
 		o.ObserveInt64(events, s.Events, aggregated)
 		o.ObserveInt64(events, s.Rejected, rejected)
@@ -92,7 +91,6 @@ func (a *Aggregator) registerAggregator() metric.Registration {
 		o.ObserveInt64(claims, int64(open), list)
 		return nil
 	}, events, messages, flushes, entries, resyncs, lag, claims)
-	obs.Handle(err)
 	return reg
 }
 
@@ -133,17 +131,4 @@ func (o *openClaims) oldest() (int64, int) {
 		}
 	}
 	return first, len(o.claims)
-}
-
-// unregister ends a registration; safe on nil and twice (the SDK's is).
-func unregister(r *metric.Registration) error {
-	if *r == nil {
-		return nil
-	}
-	err := (*r).Unregister()
-	*r = nil
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
 }

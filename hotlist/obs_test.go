@@ -7,10 +7,6 @@ import (
 	"testing"
 	"time"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-
 	"github.com/casebook-dev/casebook/hotlist"
 	"github.com/casebook-dev/casebook/internal/obs/obstest"
 	"github.com/casebook-dev/casebook/internal/testenv"
@@ -21,10 +17,7 @@ import (
 // count is exact.
 func TestMetricsAndSpans(t *testing.T) {
 	ctx := context.Background()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	reader, mp, spans, tp := obstest.NewSDK()
 	f := newFixture(t, testenv.NewRedis(t), hotlist.Config{Partitions: 2, Weights: dyadic(), MeterProvider: mp, TracerProvider: tp})
 	t.Cleanup(func() { f.a.Close() })
 

@@ -17,7 +17,7 @@ import (
 
 type instruments struct {
 	handle, deadLetter *obs.Op
-	gauges             metric.Registration // nil when registering failed or closed
+	gauges             *obs.Registration
 
 	mu     sync.Mutex
 	claims map[partition]*claimed // the partitions this consumer holds
@@ -41,7 +41,7 @@ func newInstruments(mp metric.MeterProvider, tp trace.TracerProvider) *instrumen
 	lag, err := b.Meter().Int64ObservableGauge("casebook.kafka.consumer.lag", metric.WithUnit("{message}"),
 		metric.WithDescription("Messages of a claimed partition not yet settled by this consumer: high-water mark − last settled offset − 1, at collection."))
 	obs.Handle(err)
-	in.gauges, err = b.Meter().RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	in.gauges = obs.Register(b.Meter(), func(_ context.Context, o metric.Observer) error {
 		in.mu.Lock()
 		defer in.mu.Unlock()
 		for p, c := range in.claims {
@@ -53,7 +53,6 @@ func newInstruments(mp metric.MeterProvider, tp trace.TracerProvider) *instrumen
 		}
 		return nil
 	}, lag)
-	obs.Handle(err)
 	return in
 }
 
@@ -77,12 +76,5 @@ func (in *instruments) release(c sarama.ConsumerGroupClaim) {
 
 // close unregisters the lag gauge; safe to call twice.
 func (in *instruments) close() error {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.gauges == nil {
-		return nil
-	}
-	err := in.gauges.Unregister()
-	in.gauges = nil
-	return err
+	return in.gauges.Close()
 }

@@ -19,7 +19,7 @@ type instruments struct {
 	drain    *obs.Op
 	messages metric.Int64Counter
 	ok, bad  metric.AddOption
-	gauges   metric.Registration // nil when registering failed
+	gauges   *obs.Registration
 }
 
 func newInstruments(r *Relay, mp metric.MeterProvider, tp trace.TracerProvider) *instruments {
@@ -42,7 +42,7 @@ func newInstruments(r *Relay, mp metric.MeterProvider, tp trace.TracerProvider) 
 	for i, s := range r.streams {
 		streams[i] = attribute.NewSet(attribute.String("casebook.outbox.stream", s))
 	}
-	in.gauges, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	in.gauges = obs.Register(m, func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		pipe := r.rdb.Pipeline()
@@ -70,7 +70,6 @@ func newInstruments(r *Relay, mp metric.MeterProvider, tp trace.TracerProvider) 
 		}
 		return nil
 	}, pending, oldest)
-	obs.Handle(err)
 	return in
 }
 
@@ -94,10 +93,5 @@ func (in *instruments) relayed(ctx context.Context, n int, ok bool) {
 
 // close unregisters the gauges' callback; safe to call twice.
 func (in *instruments) close() error {
-	if in.gauges == nil {
-		return nil
-	}
-	err := in.gauges.Unregister()
-	in.gauges = nil
-	return err
+	return in.gauges.Close()
 }

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/casebook-dev/casebook/internal/luascript"
@@ -29,7 +32,7 @@ var minimal = redis.NewScript(`return redis.call('LPOP', KEYS[1])`)
 func BenchmarkOpen(b *testing.B) {
 	ctx := context.Background()
 	r := testenv.NewRedis(b)
-	f := setupB(b, r)
+	f := setupB(b, r, redpacket.Config{})
 	ids := f.packets(b, 500)
 	b.Run("raw-evalsha", func(b *testing.B) {
 		key := r.Namespace + ":{raw}:list"
@@ -51,6 +54,38 @@ func BenchmarkOpen(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkObservability: Grab, the call the whole crowd makes, with no
+// OpenTelemetry provider (impl=none: what every service that set none up
+// pays), with the SDK's metrics (impl=metrics), its tracer sampling every
+// span into an exporter that drops them (impl=traces), and both (impl=sdk),
+// in one run, one caller per core, every grab a new user on a packet with
+// shares left (the ok path).
+func BenchmarkObservability(b *testing.B) {
+	ctx := context.Background()
+	for _, impl := range []string{"none", "metrics", "traces", "sdk"} {
+		cfg := redpacket.Config{}
+		if impl == "metrics" || impl == "sdk" {
+			cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		}
+		if impl == "traces" || impl == "sdk" {
+			cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
+		}
+		f := setupB(b, testenv.NewRedis(b), cfg)
+		id := f.packets(b, 1)[0]
+		var n atomic.Int64
+		b.Run("impl="+impl, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := f.s.Grab(ctx, id, "u"+strconv.FormatInt(n.Add(1), 10)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
 }
 
 // The shape of a batch in BenchmarkOpenBatched: OpenMany decides up to
@@ -78,7 +113,7 @@ const (
 func BenchmarkOpenBatched(b *testing.B) {
 	ctx := context.Background()
 	r := testenv.NewRedis(b)
-	f := setupB(b, r)
+	f := setupB(b, r, redpacket.Config{})
 	b.Run("impl=raw", func(b *testing.B) {
 		round := 0
 		measureOpens(b, r, func(n int) [][][]redpacket.OpenRequest {
@@ -282,10 +317,11 @@ func readServerTime(ctx context.Context, c redis.UniversalClient) serverTime {
 	return t
 }
 
-func setupB(b *testing.B, r *testenv.Redis) *fixture {
+func setupB(b *testing.B, r *testenv.Redis, cfg redpacket.Config) *fixture {
 	b.Helper()
 	clk := testenv.NewClock(start)
-	s, err := redpacket.New(r.Client, testenv.NewSQLs(b, 1), redpacket.Config{Namespace: r.Namespace, Now: clk.Now, TablesPerDB: 1, MaxTotal: 1 << 40})
+	cfg.Namespace, cfg.Now, cfg.TablesPerDB, cfg.MaxTotal = r.Namespace, clk.Now, 1, 1<<40
+	s, err := redpacket.New(r.Client, testenv.NewSQLs(b, 1), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

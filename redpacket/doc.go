@@ -129,4 +129,42 @@
 //
 // Databases: MySQL 8 / MariaDB 10.6+ ("mysql") or SQLite ("sqlite"); the
 // package links neither driver. A Service is safe for concurrent use.
+//
+// # Observability
+//
+// The Service emits OpenTelemetry metrics and spans to Config.MeterProvider
+// and TracerProvider, by default the global ones (a service that set
+// OpenTelemetry up gets them with no casebook code; one that did not pays
+// nothing: no clock read, no span, no allocation).
+//
+//	casebook.redpacket.operation.duration  histogram (s)      casebook.operation, casebook.outcome, casebook.reason
+//	casebook.redpacket.operations          counter            the same
+//	casebook.redpacket.opens               counter (opens)    every open decided, by Open and OpenMany alike: casebook.outcome, casebook.reason
+//	casebook.redpacket.refunds.fenced      counter (refunds)  refunds held back by the fence: casebook.redpacket.fence = in_flight or lost_state
+//
+// Operations are send, deposit, balance, get, grab, open, open_many,
+// handle_claims, refund, refund_due, reopen, claims, detail, sent,
+// received, archive and audit; outcomes ok, refused, canceled and error. A
+// refusal gives its reason from the package's sentinels: invalid,
+// insufficient_funds, not_found, expired, empty, already_claimed,
+// not_recipient, not_expired, fenced (ErrFence), late_claim and
+// bad_message (handle_claims' poison; a message with both counts as
+// late_claim). An open_many is ok when every open in it was decided — its
+// refusals are in casebook.redpacket.opens — and an error when one met a
+// backend error. A fenced refund is counted each time one is held back,
+// from Refund or RefundDue: in_flight while claims Redis accepted are not
+// in SQL yet (the relay or the consumer is behind; it should clear within
+// seconds), lost_state while a packet whose Redis state is gone waits out
+// LostStateGrace (a failover or restart lost it). RefundDue's own refunds
+// are not counted as refund operations. No attribute holds a user, a packet
+// id or an amount. Each operation is a span "redpacket.<operation>" with
+// its outcome as an attribute and, for an error, the error recorded.
+// Cost, from BenchmarkObservability (Grab, one caller per core on a local
+// Redis, 2 cores shared with another job, 3 runs of 1 s): no provider, 31
+// allocations (984 B) per grab — exactly as many as before
+// instrumentation; the SDK's metrics, 31 too; its tracer sampling every
+// span, 38 (1.06 KB more). Medians of 17–21 µs per Grab whatever the
+// provider, varying by a fifth between runs, hide the time each adds.
+//
+//	CASEBOOK_REDIS_ADDR=127.0.0.1:6379 CASEBOOK_MYSQL_DSN='root@tcp(127.0.0.1:3306)/' go test -p 1 ./redpacket/ -run '^$' -bench Observability -benchtime 1s -count 3
 package redpacket

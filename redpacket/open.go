@@ -35,6 +35,11 @@ type OpenResult struct {
 // them — with one pipelined read and no write, so the crowd is shed before
 // Open. A share is only ever assigned by Open.
 func (s *Service) Grab(ctx context.Context, packet int64, user string) error {
+	ctx, call := s.obs.grab.Start(ctx)
+	return call.End(s.grab(ctx, packet, user))
+}
+
+func (s *Service) grab(ctx context.Context, packet int64, user string) error {
 	if err := validUser(user); err != nil {
 		return err
 	}
@@ -70,8 +75,10 @@ func (s *Service) Grab(ctx context.Context, packet int64, user string) error {
 // Open assigns user one share of packet — or returns the share they hold —
 // in one atomic script that also records the claim and its outbox message.
 func (s *Service) Open(ctx context.Context, packet int64, user string) (int64, error) {
-	r := s.OpenMany(ctx, []OpenRequest{{packet, user}})[0]
-	return r.Amount, r.Err
+	ctx, call := s.obs.open.Start(ctx)
+	res := s.openMany(ctx, []OpenRequest{{packet, user}})
+	s.obs.decided(ctx, res)
+	return res[0].Amount, call.End(res[0].Err)
 }
 
 // OpensPerCall bounds the opens one script call decides (a user's repeated
@@ -90,6 +97,13 @@ func (s *Service) Bucket(packet int64) int { return int(uint64(packet) % uint64(
 // packet twice in a batch is one open with both results. Results are in the
 // order of reqs.
 func (s *Service) OpenMany(ctx context.Context, reqs []OpenRequest) []OpenResult {
+	ctx, call := s.obs.openMany.Start(ctx)
+	res := s.openMany(ctx, reqs)
+	call.End(s.obs.decided(ctx, res))
+	return res
+}
+
+func (s *Service) openMany(ctx context.Context, reqs []OpenRequest) []OpenResult {
 	res := make([]OpenResult, len(reqs))
 	calls := s.openCalls(reqs, res)
 	if len(calls) == 0 {

@@ -128,6 +128,11 @@ func (m ClaimMessage) check() error {
 // hold back the others of its message: they are recorded and credited, and
 // Handle then returns the refused ones as poison.
 func (s *Service) Handle(ctx context.Context, _, value []byte) error {
+	ctx, call := s.obs.handle.Start(ctx)
+	return call.End(s.handle(ctx, value))
+}
+
+func (s *Service) handle(ctx context.Context, value []byte) error {
 	m, err := DecodeClaim(value)
 	if err != nil {
 		return err

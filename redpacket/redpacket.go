@@ -10,6 +10,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/gene"
@@ -87,6 +89,12 @@ type Config struct {
 	Intn func(int64) int64
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// MeterProvider and TracerProvider receive the block's metrics and
+	// spans [nil: OpenTelemetry's global providers; while the service has
+	// installed none, instrumentation costs nothing]. See "Observability"
+	// in the package documentation for the instruments.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 // Service sends, opens and refunds red packets. It is safe for concurrent
@@ -100,6 +108,7 @@ type Service struct {
 	space  keys.Space
 	idSrc  *idgen.SQLSource
 	ids    *gene.IDs
+	obs    *instruments
 }
 
 // New returns a Service over dbs (all "mysql" or all "sqlite") with rdb
@@ -135,7 +144,8 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return &Service{rdb: rdb, dbs: dbs, cfg: cfg, router: router, genes: gene.Genes, idSrc: idSrc,
-		ids: gene.NewIDs(idSrc, "packet", 1000), space: keys.NewSpace(keys.Join(cfg.Namespace, "rp"))}, nil
+		ids: gene.NewIDs(idSrc, "packet", 1000), space: keys.NewSpace(keys.Join(cfg.Namespace, "rp")),
+		obs: newInstruments(cfg.MeterProvider, cfg.TracerProvider)}, nil
 }
 
 // Close stops the id segment's background lease; safe to call twice.

@@ -40,7 +40,13 @@ var (
 // harmless. (A claim Redis holds without its index, from an older version,
 // waits for its user until LostStateGrace has passed.)
 func (s *Service) Refund(ctx context.Context, packet int64) (int64, error) {
-	p, err := s.Get(ctx, packet)
+	ctx, call := s.obs.refund.Start(ctx)
+	n, err := s.refund(ctx, packet)
+	return n, call.End(err)
+}
+
+func (s *Service) refund(ctx context.Context, packet int64) (int64, error) {
+	p, err := s.get(ctx, packet)
 	if err != nil {
 		return 0, err
 	}
@@ -57,14 +63,16 @@ func (s *Service) Refund(ctx context.Context, packet int64) (int64, error) {
 		return 0, err
 	}
 	if lost && now.Before(expires.Add(s.cfg.LostStateGrace)) { // messages relayed before the loss may be on their way
+		s.obs.fencedRefund(ctx, true)
 		return 0, fmt.Errorf("%w: packet %d has no Redis state; refunding from SQL after %v", ErrFence, packet, expires.Add(s.cfg.LostStateGrace))
 	}
-	ledger, err := s.Claims(ctx, packet)
+	ledger, err := s.claims(ctx, packet)
 	if err != nil {
 		return 0, err
 	}
 	pastGrace := !now.Before(expires.Add(s.cfg.LostStateGrace))
 	if n := onTheirWay(redisClaims, ledger, pastGrace); n > 0 {
+		s.obs.fencedRefund(ctx, false)
 		return 0, fmt.Errorf("%w: %d claims of packet %d accepted by Redis are not in SQL yet", ErrFence, n, packet)
 	}
 	sh := s.shardOfPacket(packet)
@@ -91,7 +99,7 @@ func (s *Service) Refund(ctx context.Context, packet int64) (int64, error) {
 		return s.credit(ctx, tx, sh, p.Sender, refund)
 	})
 	if errors.Is(err, errRefundedMeanwhile) {
-		return s.Refund(ctx, packet)
+		return s.refund(ctx, packet)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("redpacket: refund %d: %w", packet, err)
@@ -160,6 +168,12 @@ func onTheirWay(claims []redisClaim, ledger []Claim, pastGrace bool) int {
 // table, and returns how many it refunded and how many wait behind the
 // fence. Run it every minute or so; it is idempotent.
 func (s *Service) RefundDue(ctx context.Context, batch int) (refunded, fenced int, err error) {
+	ctx, call := s.obs.refundDue.Start(ctx)
+	refunded, fenced, err = s.refundDue(ctx, batch)
+	return refunded, fenced, call.End(err)
+}
+
+func (s *Service) refundDue(ctx context.Context, batch int) (refunded, fenced int, err error) {
 	if batch < 1 {
 		return 0, 0, fmt.Errorf("%w: batch %d", ErrInvalid, batch)
 	}
@@ -169,7 +183,7 @@ func (s *Service) RefundDue(ctx context.Context, batch int) (refunded, fenced in
 			return refunded, fenced, fmt.Errorf("redpacket: due refunds in %s: %w", sh.Table, err)
 		}
 		for _, id := range ids {
-			_, err := s.Refund(ctx, id)
+			_, err := s.refund(ctx, id)
 			switch {
 			case errors.Is(err, ErrFence):
 				fenced++

@@ -19,6 +19,12 @@ const reopenBatch = 500
 // state (see the package doc). Run it once after Redis comes back empty;
 // it reads every live packet from SQL.
 func (s *Service) Reopen(ctx context.Context) (int, error) {
+	ctx, call := s.obs.reopen.Start(ctx)
+	n, err := s.reopen(ctx)
+	return n, call.End(err)
+}
+
+func (s *Service) reopen(ctx context.Context) (int, error) {
 	reopened := 0
 	for _, sh := range s.router.All() {
 		for after := int64(0); ; {

@@ -66,6 +66,11 @@ var (
 
 // Deposit adds amount fen to user's wallet (a top-up).
 func (s *Service) Deposit(ctx context.Context, user string, amount int64) error {
+	ctx, call := s.obs.deposit.Start(ctx)
+	return call.End(s.deposit(ctx, user, amount))
+}
+
+func (s *Service) deposit(ctx context.Context, user string, amount int64) error {
 	if err := validUser(user); err != nil {
 		return err
 	}
@@ -91,13 +96,14 @@ func (s *Service) credit(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, user 
 
 // Balance returns user's wallet balance in fen.
 func (s *Service) Balance(ctx context.Context, user string) (int64, error) {
+	ctx, call := s.obs.balance.Start(ctx)
 	sh := s.shardOfUser(user)
 	var n int64
 	err := sh.DB.GetContext(ctx, &n, `SELECT COALESCE(SUM(balance), 0) FROM `+gene.Sibling(sh, "rp_wallets")+` WHERE user_id = ?`, user)
 	if err != nil {
-		return 0, fmt.Errorf("redpacket: balance of %s: %w", user, err)
+		return 0, call.End(fmt.Errorf("redpacket: balance of %s: %w", user, err))
 	}
-	return n, nil
+	return n, call.End(nil)
 }
 
 func (s *Service) validate(r *SendRequest) error {
@@ -129,6 +135,12 @@ func (s *Service) validate(r *SendRequest) error {
 // packet — a repeat of the request opens it, and at worst it is refunded at
 // expiry — and the error says so.
 func (s *Service) Send(ctx context.Context, r SendRequest) (Packet, error) {
+	ctx, call := s.obs.send.Start(ctx)
+	p, err := s.send(ctx, r)
+	return p, call.End(err)
+}
+
+func (s *Service) send(ctx context.Context, r SendRequest) (Packet, error) {
 	if err := s.validate(&r); err != nil {
 		return Packet{}, err
 	}
@@ -193,7 +205,7 @@ func (s *Service) open(ctx context.Context, p Packet) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	claims, err := s.Claims(ctx, p.ID)
+	claims, err := s.claims(ctx, p.ID)
 	if err != nil {
 		return false, err
 	}
@@ -253,6 +265,12 @@ func (s *Service) byRequest(ctx context.Context, sh shard.Shard, sender, request
 
 // Get returns packet id from its shard (the hot tables, then the archive).
 func (s *Service) Get(ctx context.Context, id int64) (Packet, error) {
+	ctx, call := s.obs.get.Start(ctx)
+	p, err := s.get(ctx, id)
+	return p, call.End(err)
+}
+
+func (s *Service) get(ctx context.Context, id int64) (Packet, error) {
 	if err := validPacket(id); err != nil {
 		return Packet{}, err
 	}

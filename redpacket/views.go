@@ -23,6 +23,12 @@ type Claim struct {
 
 // Claims lists the claims of a packet recorded in SQL, in draw order.
 func (s *Service) Claims(ctx context.Context, packet int64) ([]Claim, error) {
+	ctx, call := s.obs.claims.Start(ctx)
+	cs, err := s.claims(ctx, packet)
+	return cs, call.End(err)
+}
+
+func (s *Service) claims(ctx context.Context, packet int64) ([]Claim, error) {
 	if err := validPacket(packet); err != nil {
 		return nil, err
 	}
@@ -48,11 +54,17 @@ type Detail struct {
 
 // Detail returns packet's detail view from SQL.
 func (s *Service) Detail(ctx context.Context, packet int64) (Detail, error) {
-	p, err := s.Get(ctx, packet)
+	ctx, call := s.obs.detail.Start(ctx)
+	d, err := s.detail(ctx, packet)
+	return d, call.End(err)
+}
+
+func (s *Service) detail(ctx context.Context, packet int64) (Detail, error) {
+	p, err := s.get(ctx, packet)
 	if err != nil {
 		return Detail{}, err
 	}
-	cs, err := s.Claims(ctx, packet)
+	cs, err := s.claims(ctx, packet)
 	if err != nil {
 		return Detail{}, err
 	}
@@ -80,6 +92,12 @@ func pageCursor(cursor string) (int64, error) {
 // time after cursor ("" first); it returns the next cursor, "" at the end.
 // They are in the user's shard, hot or archived.
 func (s *Service) Sent(ctx context.Context, user, cursor string, n int) ([]Packet, string, error) {
+	ctx, call := s.obs.sent.Start(ctx)
+	ps, next, err := s.sent(ctx, user, cursor, n)
+	return ps, next, call.End(err)
+}
+
+func (s *Service) sent(ctx context.Context, user, cursor string, n int) ([]Packet, string, error) {
 	before, err := pageCursor(cursor)
 	if err != nil || validUser(user) != nil || n < 1 || n > 100 {
 		return nil, "", fmt.Errorf("%w: sent of %q, cursor %q, %d: %v", ErrInvalid, user, cursor, n, err)
@@ -104,6 +122,12 @@ func (s *Service) Sent(ctx context.Context, user, cursor string, n int) ([]Packe
 // Received pages through the shares user received, newest packet first, as
 // Sent does; they are in the user's shard.
 func (s *Service) Received(ctx context.Context, user, cursor string, n int) ([]Claim, string, error) {
+	ctx, call := s.obs.received.Start(ctx)
+	cs, next, err := s.received(ctx, user, cursor, n)
+	return cs, next, call.End(err)
+}
+
+func (s *Service) received(ctx context.Context, user, cursor string, n int) ([]Claim, string, error) {
 	before, err := pageCursor(cursor)
 	if err != nil || validUser(user) != nil || n < 1 || n > 100 {
 		return nil, "", fmt.Errorf("%w: received of %q, cursor %q, %d: %v", ErrInvalid, user, cursor, n, err)
@@ -125,6 +149,12 @@ func (s *Service) Received(ctx context.Context, user, cursor string, n int) ([]C
 // per table per transaction, so new sends and claims never wait long — and
 // returns how many it moved. Reads (Get, Claims, Detail) look in both.
 func (s *Service) Archive(ctx context.Context, before time.Time, batch int) (int, error) {
+	ctx, call := s.obs.archive.Start(ctx)
+	moved, err := s.archive(ctx, before, batch)
+	return moved, call.End(err)
+}
+
+func (s *Service) archive(ctx context.Context, before time.Time, batch int) (int, error) {
 	if batch < 1 {
 		return 0, fmt.Errorf("%w: batch %d", ErrInvalid, batch)
 	}
@@ -175,6 +205,12 @@ type Books struct {
 
 // Audit adds up the books over every shard.
 func (s *Service) Audit(ctx context.Context) (Books, error) {
+	ctx, call := s.obs.audit.Start(ctx)
+	b, err := s.audit(ctx)
+	return b, call.End(err)
+}
+
+func (s *Service) audit(ctx context.Context) (Books, error) {
 	parts := make([]Books, len(s.router.All()))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)

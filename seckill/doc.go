@@ -153,7 +153,9 @@
 // Observability: the Service emits OpenTelemetry metrics and spans to
 // Config.MeterProvider and TracerProvider, by default the global ones (a
 // service that set OpenTelemetry up gets them with no casebook code; one
-// that did not pays nothing: no clock read, no span, no allocation).
+// that did not pays no clock read, no span and no
+// allocation: a check per operation, 19 ns, internal/obs's
+// BenchmarkOpUninstalled).
 //
 //	casebook.seckill.operation.duration  histogram (s)      casebook.operation, casebook.outcome, casebook.reason
 //	casebook.seckill.operations          counter            the same

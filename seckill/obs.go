@@ -20,7 +20,7 @@ type instruments struct {
 	buy, buyBatched, handle, reconcile *obs.Op
 	batch                              metric.Int64Histogram
 	drift                              metric.Int64Gauge
-	gauges                             metric.Registration // nil when registering failed or closed
+	gauges                             *obs.Registration
 }
 
 // buyReasons are the refusals a purchase can meet, as the metrics name
@@ -71,7 +71,7 @@ func newInstruments(s *Service, mp metric.MeterProvider, tp trace.TracerProvider
 	stock, err := m.Int64ObservableGauge("casebook.seckill.stock", metric.WithUnit("{unit}"),
 		metric.WithDescription("Units left in Redis, per campaign opened by this process (buckets whose state was lost count 0)."))
 	obs.Handle(err)
-	in.gauges, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	in.gauges = obs.Register(m, func(ctx context.Context, o metric.Observer) error {
 		s.mu.Lock()
 		sales := make([]*Sale, 0, len(s.sales))
 		now := s.cfg.Now()
@@ -96,7 +96,6 @@ func newInstruments(s *Service, mp metric.MeterProvider, tp trace.TracerProvider
 		}
 		return nil
 	}, stock)
-	obs.Handle(err)
 	return in
 }
 

@@ -8,11 +8,9 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/casebook-dev/casebook/internal/obs/obstest"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/outbox"
 	"github.com/casebook-dev/casebook/seckill"
@@ -24,10 +22,7 @@ import (
 // drift and the spans exact.
 func TestMetricsAndSpans(t *testing.T) {
 	ctx := context.Background()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	reader, mp, spans, tp := obstest.NewSDK()
 	f := setup(t, testenv.NewRedis(t), 7, 1, 2, seckill.Config{MeterProvider: mp, TracerProvider: tp, SoldOutFor: -1})
 
 	want := map[string]int64{} // "operation/outcome/reason" → count

@@ -213,16 +213,7 @@ func New(rdb redis.UniversalClient, db *sqlx.DB, orders *order.Service, cfg Conf
 // Close stops the stock gauge from being collected (it reads Redis for
 // every open campaign at each collection). Safe to call twice; the Service
 // still works after it, without the gauge.
-func (s *Service) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.obs.gauges == nil {
-		return nil
-	}
-	err := s.obs.gauges.Unregister()
-	s.obs.gauges = nil
-	return err
-}
+func (s *Service) Close() error { return s.obs.gauges.Close() }
 
 // Migrate creates the campaign table if missing.
 func (s *Service) Migrate(ctx context.Context) error {

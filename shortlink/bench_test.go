@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/shortlink"
 )
@@ -127,3 +131,83 @@ func BenchmarkRedirectHTTP(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkObservability: the two hot paths — a Resolve answered by the
+// local cache, and a redirect through the handler with LocalMissFilter
+// (answered from memory, no Redis call) — with no OpenTelemetry provider
+// (impl=none: what every service that set none up pays), the SDK's metrics
+// (impl=metrics), its tracer sampling every span into an exporter that
+// drops them (impl=traces), and both (impl=sdk), in one run.
+func BenchmarkObservability(b *testing.B) {
+	r, db := testenv.NewRedis(b), testenv.NewSQL(b)
+	cfg := shortlink.Config{FlushEvery: time.Hour, TablesPerDB: 16, LocalMissFilter: true}
+	codes := seeded(b, newServiceOn(b, r, db, cfg), 1024)
+	impls := []string{"none", "metrics", "traces", "sdk"}
+	services := map[string]*shortlink.Service{}
+	for _, impl := range impls {
+		cfg := cfg
+		if impl == "metrics" || impl == "sdk" {
+			cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		}
+		if impl == "traces" || impl == "sdk" {
+			cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
+		}
+		services[impl] = newServiceOn(b, r, db, cfg)
+	}
+	for _, path := range []string{"resolve", "redirect"} {
+		for _, impl := range impls {
+			s := services[impl]
+			b.Run("path="+path+"/impl="+impl, func(b *testing.B) {
+				warm(b, s, codes)
+				before := s.CacheStats()
+				if path == "resolve" {
+					resolveParallel(b, s, codes)
+				} else {
+					redirectParallel(b, s.Handler(nil), codes)
+				}
+				after := s.CacheStats()
+				b.ReportMetric(100*float64(after.LocalHits-before.LocalHits)/float64(b.N), "local-hit-%")
+			})
+		}
+	}
+}
+
+// warm puts every code in s's local cache.
+func warm(b *testing.B, s *shortlink.Service, codes []string) {
+	for _, c := range codes {
+		if _, err := s.Resolve(context.Background(), c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s.WaitLocal()
+}
+
+// redirectParallel serves GET /{code} through h in-process, into a
+// ResponseWriter that keeps nothing: the handler's own cost.
+func redirectParallel(b *testing.B, h http.Handler, codes []string) {
+	b.ResetTimer()
+	b.ReportAllocs()
+	var i atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		reqs := make([]*http.Request, len(codes)) // one goroutine's: the mux writes a request's path values
+		for j, c := range codes {
+			reqs[j] = httptest.NewRequest("GET", "/"+c, nil)
+		}
+		w := &discardWriter{header: http.Header{}}
+		for pb.Next() {
+			h.ServeHTTP(w, reqs[i.Add(1)%int64(len(reqs))])
+			if w.status != http.StatusFound {
+				b.Fatalf("status %d", w.status)
+			}
+		}
+	})
+}
+
+type discardWriter struct {
+	header http.Header
+	status int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.header }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(status int)      { w.status = status }

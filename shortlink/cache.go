@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,11 +23,14 @@ type CacheStats struct {
 	LocalHits, RedisHits, SQLReads int64
 }
 
-type cacheCounters struct{ localHits, redisHits, sqlReads atomic.Int64 }
-
 // CacheStats returns this process's lookup counters since New.
 func (s *Service) CacheStats() CacheStats {
-	return CacheStats{s.stats.localHits.Load(), s.stats.redisHits.Load(), s.stats.sqlReads.Load()}
+	c := &s.stats
+	return CacheStats{
+		LocalHits: c[layerLocal][resultHit].Load() + c[layerLocal][resultNegative].Load(),
+		RedisHits: c[layerRedis][resultHit].Load() + c[layerRedis][resultNegative].Load(),
+		SQLReads:  c[layerSQL][resultHit].Load() + c[layerSQL][resultMiss].Load() + c[layerSQL][resultError].Load(),
+	}
 }
 
 // cached is a local cache entry; a nil link remembers a miss.
@@ -44,12 +46,14 @@ const negative = "-"
 func (s *Service) lookup(ctx context.Context, code string) (*Link, error) {
 	if s.cfg.LocalTTL > 0 {
 		if c, ok := s.local.Get(code); ok {
-			s.stats.localHits.Add(1)
 			if c.link == nil {
+				s.stats.add(layerLocal, resultNegative)
 				return nil, ErrNotFound
 			}
+			s.stats.add(layerLocal, resultHit)
 			return c.link, nil
 		}
+		s.stats.add(layerLocal, resultMiss)
 	}
 	v, err, _ := s.flight.Do(code, func() (any, error) {
 		l, err := s.lookupShared(ctx, code)
@@ -69,27 +73,31 @@ func (s *Service) lookupShared(ctx context.Context, code string) (*Link, error) 
 	raw, err := s.rdb.Get(ctx, key).Result()
 	switch {
 	case err == nil && raw == negative:
-		s.stats.redisHits.Add(1)
+		s.stats.add(layerRedis, resultNegative)
 		return nil, ErrNotFound
 	case err == nil:
 		var l Link
 		if err := json.Unmarshal([]byte(raw), &l); err == nil {
-			s.stats.redisHits.Add(1)
+			s.stats.add(layerRedis, resultHit)
 			return &l, nil
 		}
 		// A value this version cannot read: fall through to SQL.
 	case !errors.Is(err, redis.Nil):
+		s.stats.add(layerRedis, resultError)
 		return nil, fmt.Errorf("shortlink: cache read: %w", err)
 	}
-	s.stats.sqlReads.Add(1)
+	s.stats.add(layerRedis, resultMiss)
 	r, err := s.load(ctx, code)
 	if errors.Is(err, ErrNotFound) {
+		s.stats.add(layerSQL, resultMiss)
 		s.rdb.Set(ctx, key, negative, s.cfg.NegativeTTL)
 		return nil, ErrNotFound
 	}
 	if err != nil {
+		s.stats.add(layerSQL, resultError)
 		return nil, err
 	}
+	s.stats.add(layerSQL, resultHit)
 	l := r.link()
 	if b, err := json.Marshal(l); err == nil {
 		s.rdb.Set(ctx, key, b, s.ttl(l, s.cfg.RedisTTL))

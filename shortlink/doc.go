@@ -81,6 +81,61 @@
 // writer). The package links neither driver: the service imports the one
 // it uses.
 //
+// Observability: the Service emits OpenTelemetry metrics and spans to
+// Config.MeterProvider and TracerProvider, by default the global ones (a
+// service that set OpenTelemetry up gets them with no casebook code; one
+// that did not pays no allocation and no clock read, but a check per
+// operation — see the cost below).
+//
+//	casebook.shortlink.operation.duration  histogram (s)        casebook.operation, casebook.outcome, casebook.reason
+//	casebook.shortlink.operations          counter              the same
+//	casebook.shortlink.cache.lookups       counter (lookups)    casebook.cache.layer, casebook.cache.result
+//
+// Operations are shorten (Shorten, POST /api/links), resolve (Resolve,
+// ResolveWith), redirect (GET and HEAD /{code}), stats (Stats, GET
+// /api/links/{code}) and delete (Delete, DELETE /api/links/{code}); a
+// request to the Handler counts once, as its route's operation (a redirect
+// is not also a resolve), with what it refused before the Service's method
+// included. Outcomes are ok, refused, canceled and error; a refusal's
+// reason is invalid (URL, alias, options or request body), blocked (a
+// blocklisted domain), alias_taken, rate_limited (the create or the miss
+// limit), not_found, expired, max_visits (the visit limit used up) or
+// closed (after Close). Anything else — Redis or SQL failing, five
+// generated codes in a row taken — is an error. No attribute holds a code,
+// a URL or a client address. Each operation is a span
+// "shortlink.<operation>" with its outcome and reason as attributes and,
+// for an error, the error recorded.
+//
+// A lookup counts the answer of each layer it asked: casebook.cache.layer
+// local (this process's cache), redis or sql; casebook.cache.result hit,
+// negative (a remembered miss), miss (not there, so the next layer is
+// asked; for sql, no such link) or error (the layer failed, and the lookup
+// with it). Concurrent misses of one code sharing one Redis read and one
+// SQL query count them once. The counter is read at collection from the
+// counts CacheStats reports, so a lookup pays nothing for it; a Service
+// stops reporting it at Close.
+//
+// Cost, from BenchmarkObservability (go test -run XXX -bench
+// 'Observability|ResolveCached' -benchtime 500ms -cpu 1, 3 runs each
+// interleaved with the same benchmark built from the code before
+// instrumentation; local Redis and MariaDB, 2 cores, nothing else running;
+// medians): a Resolve answered by the local cache took 131 ns before and
+// 158 ns with no provider (+21%, no allocation: the check per operation for
+// an installed provider, 19 ns in internal/obs's BenchmarkOpUninstalled),
+// 502 ns with the SDK's metrics, 1.06 µs with its tracer sampling every
+// span (7 allocations, 1 KB) and 1.54 µs with both. A redirect served
+// in-process by the handler with LocalMissFilter took 534 ns before and 556
+// ns with no provider (+4%, 5 allocations as before); 880 ns with metrics,
+// 1.59 µs with traces and 2.10 µs with both. The targets (3% with
+// no provider, 10% with the SDK) are not met on operations this short: the
+// SDK's metrics alone cost about 370 ns per operation, three times a cached
+// Resolve. Next to a redirect served over TCP (BenchmarkRedirectHTTP:
+// 12–13k/s on the same 2 cores, about 150 µs of machine time each) the
+// SDK's 1.5 µs would be about 1% — an estimate from the two benchmarks, not
+// measured together. Sample spans (for example
+// sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01))) on the redirect
+// path.
+//
 // A Service is safe for concurrent use. Close stops every goroutine it
 // started (click flusher, code segment prefetch, local cache) and may be
 // called more than once.

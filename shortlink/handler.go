@@ -1,6 +1,7 @@
 package shortlink
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,11 @@ import (
 // rate-limit key from a request (set it when behind a trusted proxy); nil, or
 // an empty answer, uses the connection's address, so that no request goes
 // unlimited.
+//
+// Each request counts once, as the operation redirect, shorten, stats or
+// delete (see Observability in the package documentation), refusals met
+// before the Service's method — a malformed body, a spent miss budget —
+// included.
 func (s *Service) Handler(clientIP func(*http.Request) string) http.Handler {
 	h := &handler{s: s, clientIP: func(r *http.Request) string {
 		if clientIP != nil {
@@ -62,13 +68,19 @@ func remoteIP(r *http.Request) string {
 }
 
 func (h *handler) redirect(w http.ResponseWriter, r *http.Request) {
+	ctx, call := h.s.obs.redirect.Start(r.Context())
 	// The route serves HEAD too: a safe request must not spend a visit or
 	// count a click, and answers as GET would.
-	l, err := h.s.ResolveWith(r.Context(), r.PathValue("code"), ResolveOptions{ClientIP: h.clientIP(r), Peek: r.Method != http.MethodGet})
+	l, err := h.s.resolveWith(ctx, r.PathValue("code"), ResolveOptions{ClientIP: h.clientIP(r), Peek: r.Method != http.MethodGet})
 	if err != nil {
 		writeError(w, err)
-		return
+	} else {
+		h.writeRedirect(w, l)
 	}
+	call.End(err)
+}
+
+func (h *handler) writeRedirect(w http.ResponseWriter, l *Link) {
 	status := l.Redirect
 	if status == 0 {
 		status = h.s.cfg.Redirect
@@ -129,47 +141,55 @@ type createResponse struct {
 }
 
 func (h *handler) create(w http.ResponseWriter, r *http.Request) {
+	ctx, call := h.s.obs.shorten.Start(r.Context())
+	l, err := h.shorten(ctx, w, r)
+	if err != nil {
+		writeError(w, err)
+	} else {
+		writeJSON(w, http.StatusCreated, createResponse{Link: l, ShortURL: h.s.ShortURL(l.Code)})
+	}
+	call.End(err)
+}
+
+func (h *handler) shorten(ctx context.Context, w http.ResponseWriter, r *http.Request) (*Link, error) {
 	var req createRequest
 	if err := readJSON(w, r, &req); err != nil {
-		writeError(w, err)
-		return
+		return nil, err
 	}
 	o, err := req.options()
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, err
 	}
 	o.ClientIP = h.clientIP(r)
-	l, err := h.s.Shorten(r.Context(), req.URL, o)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, createResponse{Link: l, ShortURL: h.s.ShortURL(l.Code)})
+	return h.s.shorten(ctx, req.URL, o)
 }
 
 // stats and delete answer 404 for unknown codes as redirects do, so they
 // are held to the same miss limit.
 func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
+	ctx, call := h.s.obs.stats.Start(r.Context())
 	var st Stats
-	err := h.s.limitMisses(r.Context(), h.clientIP(r), func() (err error) {
-		st, err = h.s.Stats(r.Context(), r.PathValue("code"))
+	err := h.s.limitMisses(ctx, h.clientIP(r), func() (err error) {
+		st, err = h.s.linkStats(ctx, r.PathValue("code"))
 		return err
 	})
 	if err != nil {
 		writeError(w, err)
-		return
+	} else {
+		writeJSON(w, http.StatusOK, st)
 	}
-	writeJSON(w, http.StatusOK, st)
+	call.End(err)
 }
 
 func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
-	err := h.s.limitMisses(r.Context(), h.clientIP(r), func() error { return h.s.Delete(r.Context(), r.PathValue("code")) })
+	ctx, call := h.s.obs.del.Start(r.Context())
+	err := h.s.limitMisses(ctx, h.clientIP(r), func() error { return h.s.deleteLink(ctx, r.PathValue("code")) })
 	if err != nil {
 		writeError(w, err)
-		return
+	} else {
+		w.WriteHeader(http.StatusNoContent)
 	}
-	w.WriteHeader(http.StatusNoContent)
+	call.End(err)
 }
 
 func writeError(w http.ResponseWriter, err error) {

@@ -14,6 +14,8 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/casebook-dev/casebook/idgen"
@@ -144,6 +146,13 @@ type Config struct {
 	OnError func(error)
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// MeterProvider and TracerProvider receive the block's metrics and
+	// spans [nil: OpenTelemetry's global providers; while the service has
+	// installed none, an operation allocates nothing and reads no clock].
+	// See "Observability" in the package documentation for the instruments
+	// and their cost.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 // Service shortens and resolves links. It is safe for concurrent use; Close
@@ -161,6 +170,7 @@ type Service struct {
 	flight   singleflight.Group
 	clicks   *clickCounter
 	stats    cacheCounters
+	obs      *instruments
 
 	ownHosts hostSet
 	blocked  hostSet
@@ -223,6 +233,7 @@ func New(dbs []*sqlx.DB, rdb redis.UniversalClient, cfg Config) (*Service, error
 		ownHosts: own, blocked: blocked,
 		reserved: set(append(append([]string(nil), DefaultReserved...), cfg.Reserved...)),
 	}
+	s.obs = newInstruments(&s.stats, cfg.MeterProvider, cfg.TracerProvider)
 	if cfg.LocalMissFilter {
 		l := cfg.MissLimit
 		s.misses = newMissFilter(time.Duration(l.Burst)*l.Period/time.Duration(l.Rate), cfg.LocalMissClients)
@@ -328,10 +339,11 @@ func (s *Service) Migrate(ctx context.Context) error {
 }
 
 // Close stops the Service's goroutines — the code segment's prefetch, the
-// click flusher after a last flush, the local cache's — and returns the last
-// flush's error. Shorten and Resolve return ErrClosed from then on; a click
-// of a Resolve still in flight when Close starts may go uncounted. Close is
-// safe to call more than once; later calls return the first one's error.
+// click flusher after a last flush, the local cache's — and the reporting
+// of its cache lookups metric, and returns the last flush's error. Shorten
+// and Resolve return ErrClosed from then on; a click of a Resolve still in
+// flight when Close starts may go uncounted. Close is safe to call more
+// than once; later calls return the first one's error.
 func (s *Service) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.genMu.Lock()
@@ -346,6 +358,7 @@ func (s *Service) Close(ctx context.Context) error {
 		}
 		s.closeErr = s.clicks.close(ctx)
 		s.local.Close()
+		s.obs.close()
 	})
 	return s.closeErr
 }
@@ -393,6 +406,12 @@ type Options struct {
 // Shorten stores a link to longURL and returns it. Bad input is refused
 // before anything is written.
 func (s *Service) Shorten(ctx context.Context, longURL string, o Options) (*Link, error) {
+	ctx, call := s.obs.shorten.Start(ctx)
+	l, err := s.shorten(ctx, longURL, o)
+	return l, call.End(err)
+}
+
+func (s *Service) shorten(ctx context.Context, longURL string, o Options) (*Link, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -532,6 +551,12 @@ type ResolveOptions struct {
 
 // ResolveWith is Resolve with options.
 func (s *Service) ResolveWith(ctx context.Context, code string, o ResolveOptions) (*Link, error) {
+	ctx, call := s.obs.resolve.Start(ctx)
+	l, err := s.resolveWith(ctx, code, o)
+	return l, call.End(err)
+}
+
+func (s *Service) resolveWith(ctx context.Context, code string, o ResolveOptions) (*Link, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -572,6 +597,11 @@ func (s *Service) find(ctx context.Context, code string) (*Link, error) {
 // Delete removes a link; it stops resolving at once in this process and in
 // Redis, and within LocalTTL in other processes.
 func (s *Service) Delete(ctx context.Context, code string) error {
+	ctx, call := s.obs.del.Start(ctx)
+	return call.End(s.deleteLink(ctx, code))
+}
+
+func (s *Service) deleteLink(ctx context.Context, code string) error {
 	if !validCode(code) {
 		return ErrNotFound
 	}
@@ -590,6 +620,12 @@ type Stats struct {
 
 // Stats returns the click count of code.
 func (s *Service) Stats(ctx context.Context, code string) (Stats, error) {
+	ctx, call := s.obs.stats.Start(ctx)
+	st, err := s.linkStats(ctx, code)
+	return st, call.End(err)
+}
+
+func (s *Service) linkStats(ctx context.Context, code string) (Stats, error) {
 	if !validCode(code) {
 		return Stats{}, ErrNotFound
 	}

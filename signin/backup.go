@@ -21,6 +21,12 @@ import (
 // that month. It scans every master of a cluster. It returns the users saved,
 // or ErrLayout (having saved nothing) when a bucket holds another layout.
 func (s *Service) Backup(ctx context.Context, db *sqlx.DB, year int, month time.Month) (int, error) {
+	ctx, call := s.obs.backup.Start(ctx)
+	n, err := s.backup(ctx, db, year, month)
+	return n, call.End(err)
+}
+
+func (s *Service) backup(ctx context.Context, db *sqlx.DB, year int, month time.Month) (int, error) {
 	if err := s.checkBuckets(ctx); err != nil {
 		return 0, err
 	}
@@ -109,6 +115,12 @@ func userOf(key, suffix string) string {
 // user id the layout cannot store is refused before anything is written; a
 // bucket holding another layout fails with ErrLayout.
 func (s *Service) Restore(ctx context.Context, db *sqlx.DB, year int, month time.Month) (int, error) {
+	ctx, call := s.obs.restore.Start(ctx)
+	n, err := s.restore(ctx, db, year, month)
+	return n, call.End(err)
+}
+
+func (s *Service) restore(ctx context.Context, db *sqlx.DB, year int, month time.Month) (int, error) {
 	var rows []struct {
 		User string `db:"user_id"`
 		Days int64  `db:"days"`

@@ -9,6 +9,10 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/signin"
@@ -68,6 +72,44 @@ func BenchmarkSign(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkObservability: Sign (Bitmaps) with no OpenTelemetry provider
+// (impl=none: what every service that set none up pays), with the SDK's
+// metrics (impl=metrics), its tracer sampling every span into an exporter
+// that drops them (impl=traces), and both (impl=sdk), in one run, one caller
+// per core, every call a new user-day (each writes a reward task).
+func BenchmarkObservability(b *testing.B) {
+	ctx := context.Background()
+	r := testenv.NewRedis(b)
+	at := testenv.Now().UTC().Truncate(time.Hour)
+	const users = 10000
+	for _, impl := range []string{"none", "metrics", "traces", "sdk"} {
+		cfg := signin.Config{Namespace: r.Namespace + ":" + impl}
+		if impl == "metrics" || impl == "sdk" {
+			cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		}
+		if impl == "traces" || impl == "sdk" {
+			cfg.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
+		}
+		s, err := signin.New(r.Client, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		var n atomic.Int64
+		b.Run("impl="+impl, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := n.Add(1)
+					if _, err := s.Sign(ctx, "u"+strconv.FormatInt(i%users, 10), at.AddDate(0, 0, int(i/users))); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
 }
 
 // memoryPerUserYear signs 128 users in on every day of a leap year (y0+2) in a namespace

@@ -113,6 +113,45 @@
 // before the user's latest (a lagging clock, a queued request) fills it the
 // same way, without a card.
 //
+// Observability: a Service emits OpenTelemetry metrics and spans to
+// Config.MeterProvider and TracerProvider, a Ledger to those given by the
+// options LedgerMeterProvider and LedgerTracerProvider; by default both use
+// the global ones. A service that set OpenTelemetry up gets them with no
+// casebook code; one that did not pays no clock read, no span and no
+// allocation (a check per operation, 19 ns: internal/obs's
+// BenchmarkOpUninstalled).
+//
+//	casebook.signin.operation.duration  histogram (s)  casebook.operation, casebook.outcome, casebook.reason
+//	casebook.signin.operations          counter        the same
+//	casebook.signin.rewards.backlog     gauge (tasks)  reward tasks in the outbox streams, not yet relayed (Σ XLEN at collection)
+//
+// Operations are sign, make_up, add_cards, add_freezes, apply_freezes,
+// stats, status, history, frozen_days, streak, month_count, backup and
+// restore (Service), and grant, handle_reward, balance and entries
+// (Ledger); outcomes ok, refused, canceled and error. A refusal gives its
+// reason: invalid (ErrInvalidUser, or another bad argument — a card or
+// freeze count below 1, a grant id, a day range), outside_window, no_card,
+// already_signed, bad_task (Grant), already_granted and poison
+// (handle_reward: a message that is ErrBadTask). A Sign of a day signed
+// already answers AlreadySigned with no error and counts as refused,
+// already_signed; a Grant answering false (granted before) counts as
+// refused, already_granted; a reward message handled again is ok, as
+// Handle answers. ErrLayout and backend errors are errors. No attribute
+// holds a user id, a date or points. Each operation is a span
+// "signin.<operation>" with its outcome as an attribute and, for an error,
+// the error recorded. The backlog counts the tasks waiting for the relay;
+// those published and not yet granted are the consumer's lag
+// (casebook.kafka.consumer.lag). Each collection reads every bucket's
+// stream length in one pipeline: Close a Service no longer used to stop
+// it. Cost, from BenchmarkObservability (Sign with Bitmaps, one caller per
+// core on a local Redis, 2 cores shared with another job, 3 runs of 1 s):
+// no provider, 72 allocations (3.1 KB) per sign-in — exactly as many as
+// before instrumentation; the SDK's metrics, 72 too; its tracer sampling
+// every span, 79 (1.06 KB more). Medians of 59–93 µs per Sign, varying by
+// a third between runs, hide the time each adds.
+//
+//	CASEBOOK_REDIS_ADDR=127.0.0.1:6379 go test -p 1 ./signin/ -run '^$' -bench Observability -benchtime 1s -count 3
+//
 // Cluster: users are spread over Buckets hash tags; a user's bitmaps (or
 // hashes) and cards share the tag with the bucket's outbox stream and layout
 // record, so each script touches one slot. A Service is safe for concurrent

@@ -60,14 +60,20 @@ func (s *Service) dayCall(user string, base int, extra string, day Date) ([]stri
 // over. n < 1, or a grant id that is empty, over 128 bytes or holds a byte
 // outside 0x21–0x7E, is an error and changes nothing.
 func (s *Service) AddFreezes(ctx context.Context, user string, n int, grant string) (int, error) {
+	ctx, call := s.obs.addFreezes.Start(ctx)
+	held, err := s.addFreezes(ctx, user, n, grant)
+	return held, call.End(err)
+}
+
+func (s *Service) addFreezes(ctx context.Context, user string, n int, grant string) (int, error) {
 	if err := s.checkUser(user); err != nil {
 		return 0, err
 	}
 	if n < 1 {
-		return 0, fmt.Errorf("signin: add %d freezes (at least 1)", n)
+		return 0, invalid(fmt.Errorf("signin: add %d freezes (at least 1)", n))
 	}
 	if grant == "" || len(grant) > 128 || validUser(grant) != nil {
-		return 0, fmt.Errorf("signin: freeze grant id %q (1..128 bytes of visible ASCII, 0x21-0x7e)", grant)
+		return 0, invalid(fmt.Errorf("signin: freeze grant id %q (1..128 bytes of visible ASCII, 0x21-0x7e)", grant))
 	}
 	today := s.Today(user)
 	keys, args := s.dayCall(user, today.Year-2, s.grants(user), today)
@@ -87,6 +93,12 @@ func (s *Service) AddFreezes(ctx context.Context, user string, n int, grant stri
 // FrozenDays(user, from, to), which reads what is stored, not from the
 // answer alone.
 func (s *Service) ApplyFreezes(ctx context.Context, user string) ([]Date, error) {
+	ctx, call := s.obs.applyFreezes.Start(ctx)
+	days, err := s.applyFreezes(ctx, user)
+	return days, call.End(err)
+}
+
+func (s *Service) applyFreezes(ctx context.Context, user string) ([]Date, error) {
 	if err := s.checkUser(user); err != nil {
 		return nil, err
 	}
@@ -102,6 +114,12 @@ func (s *Service) ApplyFreezes(ctx context.Context, user string) ([]Date, error)
 // Stats returns user's statistics as of today (Config.Now), writing
 // nothing.
 func (s *Service) Stats(ctx context.Context, user string) (Stats, error) {
+	ctx, call := s.obs.stats.Start(ctx)
+	st, err := s.stats(ctx, user)
+	return st, call.End(err)
+}
+
+func (s *Service) stats(ctx context.Context, user string) (Stats, error) {
 	if err := s.checkUser(user); err != nil {
 		return Stats{}, err
 	}

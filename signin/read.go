@@ -18,14 +18,15 @@ func isSet(bitmap []byte, k int64) bool {
 
 // Status reports whether user signed in on day.
 func (s *Service) Status(ctx context.Context, user string, day Date) (bool, error) {
+	ctx, call := s.obs.status.Start(ctx)
 	if err := s.checkUser(user); err != nil {
-		return false, err
+		return false, call.End(err)
 	}
 	days, err := s.years(ctx, user, day.Year, day.Year, false)
 	if err != nil {
-		return false, err
+		return false, call.End(err)
 	}
-	return days.signed(day), nil
+	return days.signed(day), call.End(nil)
 }
 
 // userDays are a user's signed and frozen days of some years.
@@ -66,13 +67,17 @@ func (s *Service) years(ctx context.Context, user string, from, to int, frozen b
 // History returns the days user signed in on, from..to inclusive, in order
 // (frozen days are not signed: see FrozenDays).
 func (s *Service) History(ctx context.Context, user string, from, to Date) ([]Date, error) {
-	return s.daysIn(ctx, user, from, to, userDays.signed)
+	ctx, call := s.obs.history.Start(ctx)
+	days, err := s.daysIn(ctx, user, from, to, userDays.signed)
+	return days, call.End(err)
 }
 
 // FrozenDays returns the missed days freezes covered, from..to inclusive,
 // in order.
 func (s *Service) FrozenDays(ctx context.Context, user string, from, to Date) ([]Date, error) {
-	return s.daysIn(ctx, user, from, to, userDays.frozen)
+	ctx, call := s.obs.frozenDays.Start(ctx)
+	days, err := s.daysIn(ctx, user, from, to, userDays.frozen)
+	return days, call.End(err)
 }
 
 func (s *Service) daysIn(ctx context.Context, user string, from, to Date, is func(userDays, Date) bool) ([]Date, error) {
@@ -80,7 +85,7 @@ func (s *Service) daysIn(ctx context.Context, user string, from, to Date, is fun
 		return nil, err
 	}
 	if to.Before(from) || daysBetween(from, to) > 3*366 {
-		return nil, fmt.Errorf("signin: days %s..%s (at most three years, in order)", from, to)
+		return nil, invalid(fmt.Errorf("signin: days %s..%s (at most three years, in order)", from, to))
 	}
 	days, err := s.years(ctx, user, from.Year, to.Year, true)
 	if err != nil {
@@ -102,6 +107,12 @@ func (s *Service) daysIn(ctx context.Context, user string, from, to Date, is fun
 // are counted back at most two calendar years before this year. Unlike
 // Stats.Current it does not count freezes not yet applied to missed days.
 func (s *Service) Streak(ctx context.Context, user string, at time.Time) (int, error) {
+	ctx, call := s.obs.streak.Start(ctx)
+	n, err := s.streak(ctx, user, at)
+	return n, call.End(err)
+}
+
+func (s *Service) streak(ctx context.Context, user string, at time.Time) (int, error) {
 	if err := s.checkUser(user); err != nil {
 		return 0, err
 	}
@@ -125,6 +136,12 @@ func (s *Service) Streak(ctx context.Context, user string, at time.Time) (int, e
 
 // MonthCount returns how many days of a month user signed in on.
 func (s *Service) MonthCount(ctx context.Context, user string, year int, month time.Month) (int, error) {
+	ctx, call := s.obs.monthCount.Start(ctx)
+	n, err := s.monthCount(ctx, user, year, month)
+	return n, call.End(err)
+}
+
+func (s *Service) monthCount(ctx context.Context, user string, year int, month time.Month) (int, error) {
 	if err := s.checkUser(user); err != nil {
 		return 0, err
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/jmoiron/sqlx"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/internal/strictjson"
@@ -74,17 +76,42 @@ func (t Task) validate() error {
 // delivered twice, replayed, or handled by two consumers at once finds the
 // row taken and grants nothing the second time.
 type Ledger struct {
-	db *sqlx.DB
+	db  *sqlx.DB
+	obs *ledgerInstruments
 }
 
 // NewLedger returns a ledger on db (MySQL 8 / MariaDB 10.6+ through the
 // "mysql" driver, or SQLite through "sqlite", whose pool it limits to one
 // connection); Migrate creates its tables.
-func NewLedger(db *sqlx.DB) (*Ledger, error) {
+func NewLedger(db *sqlx.DB, opts ...LedgerOption) (*Ledger, error) {
 	if err := sqlutil.Check(db, "signin"); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return &Ledger{db: db}, nil
+	var o ledgerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &Ledger{db: db, obs: newLedgerInstruments(o.mp, o.tp)}, nil
+}
+
+// LedgerOption configures a Ledger.
+type LedgerOption func(*ledgerOptions)
+
+type ledgerOptions struct {
+	mp metric.MeterProvider
+	tp trace.TracerProvider
+}
+
+// LedgerMeterProvider sends the Ledger's metrics to mp (default the global
+// provider).
+func LedgerMeterProvider(mp metric.MeterProvider) LedgerOption {
+	return func(o *ledgerOptions) { o.mp = mp }
+}
+
+// LedgerTracerProvider sends the Ledger's spans to tp (default the global
+// provider).
+func LedgerTracerProvider(tp trace.TracerProvider) LedgerOption {
+	return func(o *ledgerOptions) { o.tp = tp }
 }
 
 // Migrate creates the ledger, balance and backup tables if missing.
@@ -119,6 +146,16 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 // Grant applies t once; granted is false when it was applied before. An
 // invalid task is ErrBadTask and writes nothing.
 func (l *Ledger) Grant(ctx context.Context, t Task) (granted bool, err error) {
+	ctx, call := l.obs.grant.Start(ctx)
+	granted, err = l.grant(ctx, t)
+	if err == nil && !granted {
+		call.End(errAlreadyGranted) // counted as a refusal; the caller gets the idempotent answer
+		return false, nil
+	}
+	return granted, call.End(err)
+}
+
+func (l *Ledger) grant(ctx context.Context, t Task) (granted bool, err error) {
 	if err := t.validate(); err != nil {
 		return false, err
 	}
@@ -152,26 +189,29 @@ func (l *Ledger) Grant(ctx context.Context, t Task) (granted bool, err error) {
 // outbox.ErrPoison, so consumers skip or dead-letter it instead of blocking
 // the rewards behind it; database errors are returned for a retry.
 func (l *Ledger) Handle(ctx context.Context, _, value []byte) error {
+	ctx, call := l.obs.handle.Start(ctx)
 	t, err := DecodeTask(value)
 	if err == nil {
-		_, err = l.Grant(ctx, t)
+		_, err = l.grant(ctx, t)
 	}
 	if errors.Is(err, ErrBadTask) {
-		return outbox.Poison(err)
+		err = outbox.Poison(err)
 	}
-	return err
+	return call.End(err)
 }
 
 // Balance returns user's granted points.
 func (l *Ledger) Balance(ctx context.Context, user string) (int64, error) {
+	ctx, call := l.obs.balance.Start(ctx)
 	var n int64
 	err := l.db.GetContext(ctx, &n, `SELECT COALESCE(SUM(points), 0) FROM signin_balance WHERE user_id = ?`, user)
-	return n, err
+	return n, call.End(err)
 }
 
 // Entries returns how many ledger rows user has.
 func (l *Ledger) Entries(ctx context.Context, user string) (int, error) {
+	ctx, call := l.obs.entries.Start(ctx)
 	var n int
 	err := l.db.GetContext(ctx, &n, `SELECT COUNT(*) FROM signin_ledger WHERE user_id = ?`, user)
-	return n, err
+	return n, call.End(err)
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/casebook-dev/casebook/internal/keys"
 )
@@ -113,6 +115,12 @@ type Config struct {
 	MakeUpWindow int
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// MeterProvider and TracerProvider receive the block's metrics and
+	// spans [nil: OpenTelemetry's global providers; while the service has
+	// installed none, instrumentation costs nothing]. See "Observability"
+	// in the package documentation for the instruments.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 // Service is daily check-in on Redis (bitmaps, or packed hashes). It is safe
@@ -122,6 +130,7 @@ type Service struct {
 	cfg    Config
 	space  keys.Space
 	hashes int // Packed: hashes per bucket and year
+	obs    *instruments
 }
 
 // New returns a Service on rdb.
@@ -172,8 +181,14 @@ func New(rdb redis.UniversalClient, cfg Config) (*Service, error) {
 	if cfg.Layout == Packed {
 		s.hashes = max(1, (cfg.Users+cfg.Buckets*usersPerHash-1)/(cfg.Buckets*usersPerHash))
 	}
+	s.obs = newInstruments(s, cfg.MeterProvider, cfg.TracerProvider)
 	return s, nil
 }
+
+// Close stops the reward backlog gauge from being collected (it reads every
+// outbox stream's length at each collection). Safe to call twice; the
+// Service still works after it, without the gauge.
+func (s *Service) Close() error { return s.obs.close() }
 
 func (s *Service) location(user string) *time.Location {
 	if s.cfg.UserLocation != nil {
@@ -272,6 +287,16 @@ type Result struct {
 // changes: its bit would expire as it is set, and the sign-in would count
 // again on every call.
 func (s *Service) Sign(ctx context.Context, user string, at time.Time) (Result, error) {
+	ctx, call := s.obs.sign.Start(ctx)
+	res, err := s.sign(ctx, user, at)
+	if err == nil && res.AlreadySigned {
+		call.End(ErrAlreadySigned) // counted as a refusal; the caller gets the idempotent answer
+		return res, nil
+	}
+	return res, call.End(err)
+}
+
+func (s *Service) sign(ctx context.Context, user string, at time.Time) (Result, error) {
 	if err := s.checkUser(user); err != nil {
 		return Result{}, err
 	}
@@ -289,13 +314,14 @@ func (s *Service) Sign(ctx context.Context, user string, at time.Time) (Result, 
 
 // AddCards gives user n make-up cards.
 func (s *Service) AddCards(ctx context.Context, user string, n int64) error {
+	ctx, call := s.obs.addCards.Start(ctx)
 	if err := s.checkUser(user); err != nil {
-		return err
+		return call.End(err)
 	}
 	if n < 1 {
-		return fmt.Errorf("signin: add %d cards", n)
+		return call.End(invalid(fmt.Errorf("signin: add %d cards", n)))
 	}
-	return s.rdb.IncrBy(ctx, s.cards(user), n).Err()
+	return call.End(s.rdb.IncrBy(ctx, s.cards(user), n).Err())
 }
 
 // MakeUp signs user in for a missed (or frozen) day within the make-up
@@ -304,6 +330,12 @@ func (s *Service) AddCards(ctx context.Context, user string, n int64) error {
 // joins is recomputed, and bonuses that become due are recorded. Like every
 // call that writes, it first settles the days before today (freezes).
 func (s *Service) MakeUp(ctx context.Context, user string, day Date) (Result, error) {
+	ctx, call := s.obs.makeUp.Start(ctx)
+	res, err := s.makeUp(ctx, user, day)
+	return res, call.End(err)
+}
+
+func (s *Service) makeUp(ctx context.Context, user string, day Date) (Result, error) {
 	if err := s.checkUser(user); err != nil {
 		return Result{}, err
 	}

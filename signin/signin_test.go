@@ -48,10 +48,10 @@ func newService(t *testing.T, r *testenv.Redis, clk *testenv.Clock, cfg signin.C
 	return s
 }
 
-func newLedger(t *testing.T) (*signin.Ledger, *sqlx.DB) {
+func newLedger(t *testing.T, opts ...signin.LedgerOption) (*signin.Ledger, *sqlx.DB) {
 	t.Helper()
 	db := testenv.NewSQL(t)
-	l, err := signin.NewLedger(db)
+	l, err := signin.NewLedger(db, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

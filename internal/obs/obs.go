@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -292,4 +293,32 @@ func EndChild(span trace.Span, err error) {
 		span.SetStatus(codes.Error, "error")
 	}
 	span.End()
+}
+
+// Registration is a callback registered for observable instruments, held
+// until Close.
+type Registration struct {
+	mu sync.Mutex
+	r  metric.Registration // nil once closed, or when registering failed
+}
+
+// Register registers f as the callback of instruments on m; an error goes
+// to Handle (and Close then has nothing to undo).
+func Register(m metric.Meter, f metric.Callback, instruments ...metric.Observable) *Registration {
+	r, err := m.RegisterCallback(f, instruments...)
+	Handle(err)
+	return &Registration{r: r}
+}
+
+// Close unregisters the callback: the instruments stop reporting. Safe to
+// call twice, and concurrently.
+func (r *Registration) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.r == nil {
+		return nil
+	}
+	err := r.r.Unregister()
+	r.r = nil
+	return err
 }

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
@@ -99,4 +100,38 @@ func ExpectSpans(t testing.TB, spans *tracetest.InMemoryExporter, want map[strin
 			t.Errorf("%d spans %q, want none", n, name)
 		}
 	}
+}
+
+// ExpectSpanOutcomes fails t unless spans holds exactly want, keyed
+// "<span name> <outcome attribute>", and none recorded an error event
+// (for scripts in which no operation fails).
+func ExpectSpanOutcomes(t testing.TB, spans *tracetest.InMemoryExporter, want map[string]int) {
+	t.Helper()
+	got := map[string]int{}
+	for _, sp := range spans.GetSpans() {
+		attrs := attribute.NewSet(sp.Attributes...)
+		outcome, _ := attrs.Value("casebook.outcome")
+		got[sp.Name+" "+outcome.AsString()]++
+		if len(sp.Events) != 0 {
+			t.Errorf("span %s (%s) recorded %d events", sp.Name, outcome.AsString(), len(sp.Events))
+		}
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("spans %s: %d, want %d", k, got[k], n)
+		}
+	}
+	for k, n := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("spans %s: %d, want none", k, n)
+		}
+	}
+}
+
+// NewSDK returns the SDK's providers for a test: metrics read on demand by
+// reader, spans exported synchronously into spans.
+func NewSDK() (reader *sdkmetric.ManualReader, mp *sdkmetric.MeterProvider, spans *tracetest.InMemoryExporter, tp *sdktrace.TracerProvider) {
+	reader = sdkmetric.NewManualReader()
+	spans = tracetest.NewInMemoryExporter()
+	return reader, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), spans, sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 }
