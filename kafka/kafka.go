@@ -18,8 +18,14 @@
 //
 //	casebook.kafka.operation.duration  histogram (s)  casebook.operation, casebook.outcome, casebook.reason
 //	casebook.kafka.operations          counter        the same
-//	casebook.kafka.consumer.lag        gauge (messages) per claimed partition (messaging.destination.name, messaging.destination.partition.id):
+//	casebook.kafka.consumer.lag        gauge (messages) per claimed partition (messaging.consumer.group.name when ConsumerConfig.Group
+//	                                                 is set, messaging.destination.name, messaging.destination.partition.id):
 //	                                                 the partition's high-water mark − the last settled offset − 1, read at collection
+//
+// A partition claimed with no committed offset starts where the group's
+// policy says (sarama.OffsetOldest with Config): until its first message
+// arrives its lag is its high-water mark (taken to start at offset 0: an
+// upper bound once retention deleted some), 0 under OffsetNewest.
 //
 // Operations: handle (one handler call: ok; refused with reason poison, the
 // message then skipped or dead-lettered; error, a transient failure retried —
@@ -126,6 +132,11 @@ type ConsumerConfig struct {
 	// RetryBackoff is the pause before a message whose handler failed with a
 	// transient error is tried again. Default 100ms.
 	RetryBackoff time.Duration
+	// Group is the consumer group's id, for the lag gauge's
+	// messaging.consumer.group.name attribute (a sarama.ConsumerGroup does
+	// not tell it). Set it when two groups in one process read the same
+	// topic: without it their lag series are one.
+	Group string
 	// MeterProvider and TracerProvider receive the consumer's metrics and
 	// spans (see the package documentation); nil: OpenTelemetry's global
 	// providers, which cost nothing while none is installed.
@@ -163,7 +174,7 @@ func NewConsumer(group sarama.ConsumerGroup, topics []string, h outbox.Handler, 
 		return nil, fmt.Errorf("%w: RetryBackoff %v is negative", ErrConfig, cfg.RetryBackoff)
 	}
 	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, 100*time.Millisecond)
-	return &Consumer{group: group, topics: topics, h: h, cfg: cfg, obs: newInstruments(cfg.MeterProvider, cfg.TracerProvider)}, nil
+	return &Consumer{group: group, topics: topics, h: h, cfg: cfg, obs: newInstruments(cfg.Group, cfg.MeterProvider, cfg.TracerProvider)}, nil
 }
 
 // Close stops the consumer's lag gauge from being collected; safe to call
@@ -208,6 +219,7 @@ func (c *Consumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Cons
 			if !ok {
 				return nil
 			}
+			held.received(m.Offset)
 			if !c.settle(s.Context(), m) {
 				return nil // not marked: redelivered to the next owner
 			}
@@ -257,13 +269,15 @@ func (c *Consumer) deadLetter(ctx context.Context, m *sarama.ConsumerMessage, ca
 // ConsumeN joins groupID on topics with Config and runs h until n messages
 // were settled (applied or poison) or ctx ends — an error, then, naming how
 // many were; it returns the consumer, closed, for its counts. Tests and
-// batch jobs use it to read what they know was produced.
+// batch jobs use it to read what they know was produced. cfg.Group
+// defaults to groupID.
 func ConsumeN(ctx context.Context, brokers []string, groupID string, topics []string, n int64, h outbox.Handler, cfg ConsumerConfig) (*Consumer, error) {
 	group, err := sarama.NewConsumerGroup(brokers, groupID, Config(groupID))
 	if err != nil {
 		return nil, fmt.Errorf("kafka: join group %s: %w", groupID, err)
 	}
 	defer group.Close()
+	cfg.Group = cmp.Or(cfg.Group, groupID)
 	c, err := NewConsumer(group, topics, h, cfg)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,12 +33,41 @@ type partition struct {
 // sarama reads atomically) and the offset last settled.
 type claimed struct {
 	claim   sarama.ConsumerGroupClaim
-	settled atomic.Int64
+	settled atomic.Int64 // unsettled until the first message is received
 }
 
-func newInstruments(mp metric.MeterProvider, tp trace.TracerProvider) *instruments {
+// unsettled marks a claim that started from no committed offset (sarama's
+// InitialOffset is then the policy, OffsetOldest or OffsetNewest, not an
+// offset) and has received nothing yet.
+const unsettled = math.MinInt64
+
+// lag is the claim's lag now. Before its first message, a claim that
+// starts at the oldest offset is behind by the whole partition (taken to
+// start at 0: an upper bound once retention deleted some), one that starts
+// at the newest by nothing.
+func (c *claimed) lag() int64 {
+	settled := c.settled.Load()
+	if settled == unsettled {
+		if c.claim.InitialOffset() == sarama.OffsetOldest {
+			settled = -1
+		} else {
+			return 0
+		}
+	}
+	return max(0, c.claim.HighWaterMarkOffset()-settled-1)
+}
+
+// received notes that message offset arrived: the first one fixes where an
+// unsettled claim started.
+func (c *claimed) received(offset int64) { c.settled.CompareAndSwap(unsettled, offset-1) }
+
+func newInstruments(group string, mp metric.MeterProvider, tp trace.TracerProvider) *instruments {
 	b := obs.NewBlock("kafka", mp, tp)
 	in := &instruments{handle: b.Op("handle", obs.RefuseIf(outbox.ErrPoison, "poison"), "poison"), deadLetter: b.Op("dead_letter", nil), claims: map[partition]*claimed{}}
+	var groupAttr []attribute.KeyValue
+	if group != "" {
+		groupAttr = []attribute.KeyValue{attribute.String("messaging.consumer.group.name", group)}
+	}
 	lag, err := b.Meter().Int64ObservableGauge("casebook.kafka.consumer.lag", metric.WithUnit("{message}"),
 		metric.WithDescription("Messages of a claimed partition not yet settled by this consumer: high-water mark − last settled offset − 1, at collection."))
 	obs.Handle(err)
@@ -47,9 +77,9 @@ func newInstruments(mp metric.MeterProvider, tp trace.TracerProvider) *instrumen
 		for p, c := range in.claims {
 			// Read at collection, so a consumer stuck retrying one message
 			// shows its lag growing.
-			o.ObserveInt64(lag, max(0, c.claim.HighWaterMarkOffset()-c.settled.Load()-1), metric.WithAttributes(
+			o.ObserveInt64(lag, c.lag(), metric.WithAttributes(append(groupAttr,
 				attribute.String("messaging.destination.name", p.topic),
-				attribute.String("messaging.destination.partition.id", strconv.Itoa(int(p.id)))))
+				attribute.String("messaging.destination.partition.id", strconv.Itoa(int(p.id))))...))
 		}
 		return nil
 	}, lag)
@@ -62,7 +92,11 @@ func (in *instruments) claim(c sarama.ConsumerGroupClaim) *claimed {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	cl := &claimed{claim: c}
-	cl.settled.Store(c.InitialOffset() - 1)
+	if off := c.InitialOffset(); off >= 0 {
+		cl.settled.Store(off - 1)
+	} else {
+		cl.settled.Store(unsettled)
+	}
 	in.claims[partition{c.Topic(), c.Partition()}] = cl
 	return cl
 }

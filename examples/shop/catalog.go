@@ -39,6 +39,7 @@ type catalog struct {
 	local  *ristretto.Cache[string, *Product] // nil *Product: known missing
 	loads  singleflight.Group
 	ns     string
+	tel    *telemetry // counts the lookups by layer
 }
 
 const (
@@ -47,7 +48,7 @@ const (
 	negativeTTL = 5 * time.Second
 )
 
-func newCatalog(ctx context.Context, db *sqlx.DB, rdb redis.UniversalClient, orders *order.Service, ns string) (*catalog, error) {
+func newCatalog(ctx context.Context, db *sqlx.DB, rdb redis.UniversalClient, orders *order.Service, ns string, tel *telemetry) (*catalog, error) {
 	local, err := ristretto.NewCache(&ristretto.Config[string, *Product]{NumCounters: 100_000, MaxCost: 10_000, BufferItems: 64})
 	if err != nil {
 		return nil, err
@@ -56,7 +57,7 @@ func newCatalog(ctx context.Context, db *sqlx.DB, rdb redis.UniversalClient, ord
 		sku VARCHAR(64) NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL, description TEXT NOT NULL)`); err != nil {
 		return nil, fmt.Errorf("shop: products table: %w", err)
 	}
-	return &catalog{db: db, rdb: rdb, orders: orders, local: local, ns: ns}, nil
+	return &catalog{db: db, rdb: rdb, orders: orders, local: local, ns: ns, tel: tel}, nil
 }
 
 // put records a product's description (its price and stock are the order
@@ -78,11 +79,13 @@ func (c *catalog) get(ctx context.Context, sku string) (Product, error) {
 		return Product{}, errNoProduct
 	}
 	if p, ok := c.local.Get(sku); ok {
+		c.tel.looked(ctx, c.tel.localHit)
 		if p == nil {
 			return Product{}, errNoProduct
 		}
 		return *p, nil
 	}
+	c.tel.looked(ctx, c.tel.localMiss)
 	v, err, _ := c.loads.Do(sku, func() (any, error) { return c.load(ctx, sku) })
 	if err != nil {
 		return Product{}, err
@@ -100,22 +103,27 @@ func (c *catalog) load(ctx context.Context, sku string) (*Product, error) {
 	raw, err := c.rdb.Get(ctx, c.key(sku)).Bytes()
 	if err == nil {
 		if string(raw) == "-" {
+			c.tel.looked(ctx, c.tel.redisHit)
 			return nil, nil
 		}
 		var p Product
 		if json.Unmarshal(raw, &p) == nil {
+			c.tel.looked(ctx, c.tel.redisHit)
 			return &p, nil
 		}
 	}
+	c.tel.looked(ctx, c.tel.redisMiss)
 	var p Product
 	err = c.db.GetContext(ctx, &p, `SELECT sku, name, description FROM shop_products WHERE sku = ?`, sku)
 	if errors.Is(err, sql.ErrNoRows) {
+		c.tel.looked(ctx, c.tel.sqlMiss)
 		c.rdb.Set(ctx, c.key(sku), "-", negativeTTL)
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("shop: read product %s: %w", sku, err)
 	}
+	c.tel.looked(ctx, c.tel.sqlHit)
 	st, err := c.orders.StockOf(ctx, sku)
 	if errors.Is(err, order.ErrNotFound) {
 		c.rdb.Set(ctx, c.key(sku), "-", negativeTTL)

@@ -175,6 +175,11 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 	if now == nil {
 		now = time.Now
 	}
+	tel, err := newTelemetry()
+	if err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, tel.close)
 	orders, err := order.New(rdb, dbs, order.Config{Namespace: ns, PayTimeout: o.PayTimeout, Now: now})
 	if err != nil {
 		return nil, err
@@ -191,6 +196,7 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 	gate, err := seckill.New(rdb, dbs[0], orders, seckill.Config{
 		Namespace: ns, IDs: ids, PayTimeout: o.PayTimeout, RetryWindow: o.PayTimeout / 4, Now: now,
 		UserLimit: redis_rate.PerSecond(5), GlobalLimit: redis_rate.PerSecond(100_000),
+		MeterProvider: tel.mp,
 	})
 	if err != nil {
 		return nil, err
@@ -204,7 +210,8 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cat, err := newCatalog(ctx, dbs[0], rdb, orders, ns)
+	cleanup = append(cleanup, func() { gate.Close() })
+	cat, err := newCatalog(ctx, dbs[0], rdb, orders, ns, tel)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +226,7 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 	}
 	shop := &Shop{rdb: rdb, orders: orders, gate: gate, catalog: cat, ns: ns, idemTTL: 24 * time.Hour,
 		sales: map[string]*seckill.Sale{campaign: sale}, batchers: map[string]*seckill.Batcher{campaign: batcher},
-		sessions: sessions{key: sessionKey, now: now}}
+		sessions: sessions{key: sessionKey, now: now}, tel: tel}
 
 	addr := o.Serve
 	if addr == "" {

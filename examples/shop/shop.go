@@ -36,6 +36,7 @@ type Shop struct {
 	batchers map[string]*seckill.Batcher
 
 	sessions sessions // who a buyer is: a bearer token (session.go)
+	tel      *telemetry
 }
 
 // maxBody bounds every request body the shop reads.
@@ -54,6 +55,7 @@ const maxBody = 4 << 10
 //	POST /orders/{id}/pay                    → a payment attempt to take to the channel
 //	GET  /users/{id}/orders?cursor=C         the buyer's own orders (id is the buyer), newest first
 //	POST /pay/notify                         the payment channel's signed callback
+//	GET  /metrics                            Prometheus scrape of the blocks' OpenTelemetry metrics (a real shop serves it on an internal port)
 func (s *Shop) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /products/{sku}", s.product)
@@ -63,6 +65,7 @@ func (s *Shop) Handler() http.Handler {
 	mux.HandleFunc("POST /orders/{id}/pay", s.authenticated(s.pay))
 	mux.HandleFunc("GET /users/{id}/orders", s.authenticated(s.userOrders))
 	mux.Handle("POST /pay/notify", s.notify)
+	mux.Handle("GET /metrics", s.tel.handler)
 	return mux
 }
 

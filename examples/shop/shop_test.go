@@ -7,6 +7,7 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -276,6 +277,18 @@ func TestAPI(t *testing.T) {
 	if left, _ := env.Sale.RedisStock(ctx); left != 9 {
 		t.Fatalf("the repeat deducted again: %d left", left)
 	}
+	// The scrape: the gate decided one purchase (the repeat was answered
+	// from the shop's idempotency record), and the three product reads
+	// each asked the local cache once.
+	scrape := scrapeMetrics(t, ctx, hc, env.URL)
+	if got := scrape.value(t, "casebook_seckill_operations_total", `casebook_operation="buy_batched",casebook_outcome="ok"`); got != 1 {
+		t.Errorf("buy_batched ok = %v in the scrape, want 1", got)
+	}
+	local := scrape.value(t, "shop_product_lookups_total", `casebook_cache_layer="local",casebook_cache_result="hit"`) +
+		scrape.value(t, "shop_product_lookups_total", `casebook_cache_layer="local",casebook_cache_result="miss"`)
+	if sqlMiss := scrape.value(t, "shop_product_lookups_total", `casebook_cache_layer="sql",casebook_cache_result="miss"`); local != 3 || sqlMiss != 1 {
+		t.Errorf("product lookups: %v local, %v SQL misses; want 3 and 1 (the unknown SKU, then cached as missing)", local, sqlMiss)
+	}
 	var view OrderView
 	testenv.WaitFor(t, "the order", func() bool {
 		status, err := call(ctx, hc, ann, http.MethodGet, env.URL+reservationURL(env.Campaign, first.Reservation), nil, &view)
@@ -337,4 +350,41 @@ func mustInt(t *testing.T, s string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// metricsScrape is one GET /metrics, in the Prometheus text format.
+type metricsScrape string
+
+func scrapeMetrics(t *testing.T, ctx context.Context, hc *http.Client, url string) metricsScrape {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
+	res, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d, %v", res.StatusCode, err)
+	}
+	return metricsScrape(body)
+}
+
+// value returns the sample of metric whose labels include labels (in the
+// exposition's order), 0 when there is none.
+func (m metricsScrape) value(t *testing.T, metric, labels string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(string(m), "\n") {
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || name != metric || !strings.Contains(rest, labels) {
+			continue
+		}
+		_, v, _ := strings.Cut(rest, "} ")
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			t.Fatalf("scrape line %q: %v", line, err)
+		}
+		return f
+	}
+	return 0
 }

@@ -70,7 +70,8 @@ func (w *Workers) Run(ctx context.Context) error {
 		}
 	}
 	// The gate's outbox streams → Kafka, counting the orders they carry.
-	relay := outbox.NewRelay(w.shop.rdb, w.sale.Outboxes(), w.ordersTopic, countingPublisher{w.pub, &w.relayed})
+	relay := outbox.NewRelay(w.shop.rdb, w.sale.Outboxes(), w.ordersTopic, countingPublisher{w.pub, &w.relayed},
+		outbox.WithMeterProvider(w.shop.tel.mp))
 	wg.Go(func() { relay.Run(ctx, w.cfg.Tick/2, fail) })
 
 	// Kafka → orders, throttled to WriteRate orders/s.
@@ -137,6 +138,7 @@ func (w *Workers) Run(ctx context.Context) error {
 		}
 		defer group.Close()
 		cons, err := kafka.NewConsumer(group, []string{c.topic}, c.h, kafka.ConsumerConfig{
+			Group: c.group, MeterProvider: w.shop.tel.mp,
 			OnPoison: func(topic string, part int32, off int64, err error) {
 				w.poison.Add(1)
 				log.Printf("poison message %s/%d@%d skipped: %v", topic, part, off, err)
