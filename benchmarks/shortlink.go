@@ -48,16 +48,16 @@ func shortlinkSetup(ctx context.Context, env *Env) (*shortlinkFixture, error) {
 		}
 		f := &shortlinkFixture{redis: r, ns: "casebook:bench:" + strconv.FormatInt(time.Now().UnixNano(), 36)}
 		cfg := shortlink.Config{BaseURL: "https://sho.rt", Namespace: f.ns, FlushEvery: time.Hour}
-		if f.svc, err = shortlink.New([]*sqlx.DB{sqlb.DB}, r.Client, cfg); err != nil {
+		if f.svc, err = shortlink.NewService(r.Client, []*sqlx.DB{sqlb.DB}, cfg); err != nil {
 			return nil, nil, err
 		}
 		cfg.LocalTTL = -1
-		if f.nolc, err = shortlink.New([]*sqlx.DB{sqlb.DB}, r.Client, cfg); err != nil {
+		if f.nolc, err = shortlink.NewService(r.Client, []*sqlx.DB{sqlb.DB}, cfg); err != nil {
 			return nil, nil, err
 		}
 		closeAll := func() {
-			f.svc.Close(context.Background())
-			f.nolc.Close(context.Background())
+			f.svc.Close()
+			f.nolc.Close()
 			devcore.DeleteKeys(context.Background(), r.Client, f.ns+"*")
 		}
 		if err := f.svc.Migrate(ctx); err != nil {
@@ -121,7 +121,7 @@ func httpRedirects(name, unit string, bare bool) Measurement {
 		if err != nil {
 			return Prepared{}, err
 		}
-		h := f.svc.Handler(nil)
+		h := f.svc.RedirectHandler(nil)
 		if bare {
 			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Cache-Control", "private, max-age=0")

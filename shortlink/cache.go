@@ -152,7 +152,7 @@ func (s *Service) visit(ctx context.Context, l *Link) error {
 	n, err := visitsScript.Run(ctx, s.rdb, keys, l.MaxVisits, "", life.Milliseconds(), visitMarkerLife.Milliseconds()).Int64()
 	if err == nil && n == -2 {
 		var seed int64
-		if seed, err = s.storedClicks(ctx, l.Code); err != nil {
+		if seed, err = s.storedClicks(ctx, l.Code, false, ""); err != nil {
 			return err
 		}
 		n, err = visitsScript.Run(ctx, s.rdb, keys, l.MaxVisits, seed, life.Milliseconds(), visitMarkerLife.Milliseconds()).Int64()
@@ -174,7 +174,7 @@ const visitMarkerLife = time.Minute
 func (s *Service) visitsLeft(ctx context.Context, l *Link) error {
 	n, err := s.rdb.Get(ctx, s.space.Key(l.Code, "visits")).Int64()
 	if errors.Is(err, redis.Nil) { // not counted in Redis (yet): SQL has the flushed visits
-		n, err = s.storedClicks(ctx, l.Code)
+		n, err = s.storedClicks(ctx, l.Code, false, "")
 	}
 	if err != nil {
 		return fmt.Errorf("shortlink: read visits: %w", err)

@@ -1,5 +1,7 @@
 // Package shortlink is a TinyURL-class link shortener: Shorten, Resolve,
-// Delete, Stats and an http.Handler for redirects and a JSON API.
+// Delete, Stats, a public redirect handler (RedirectHandler) and a JSON
+// API handler that acts for the owner a service's authorizer names
+// (APIHandler).
 //
 // Seed: 1M new links a day, 100 reads each (≈3,500 reads/s at peak), 300
 // bytes a record, 110 GB a year, 256 tables. Storage is SQL through shard
@@ -94,7 +96,7 @@
 // Operations are shorten (Shorten, POST /api/links), resolve (Resolve,
 // ResolveWith), redirect (GET and HEAD /{code}), stats (Stats, GET
 // /api/links/{code}) and delete (Delete, DELETE /api/links/{code}); a
-// request to the Handler counts once, as its route's operation (a redirect
+// request to the handlers counts once, as its route's operation (a redirect
 // is not also a resolve), with what it refused before the Service's method
 // included. Outcomes are ok, refused, canceled and error; a refusal's
 // reason is invalid (URL, alias, options or request body), blocked (a

@@ -21,12 +21,12 @@ func Example() {
 	}
 	defer sc.Close()
 
-	svc, err := shortlink.New([]*sqlx.DB{sc.SQL}, sc.Redis, shortlink.Config{BaseURL: "https://sho.rt", Namespace: sc.Namespace})
+	svc, err := shortlink.NewService(sc.Redis, []*sqlx.DB{sc.SQL}, shortlink.Config{BaseURL: "https://sho.rt", Namespace: sc.Namespace})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer svc.Close(ctx)
+	defer svc.Close()
 	if err := svc.Migrate(ctx); err != nil {
 		fmt.Println(err)
 		return

@@ -12,40 +12,66 @@ import (
 	"time"
 )
 
-// Handler serves the redirects and a small JSON API:
+// RedirectHandler serves the public redirects:
 //
 //	GET    /{code}            302 (or the link's / service's status) to the long URL;
 //	                          404 unknown, 410 expired, 429 (with Retry-After) when the
 //	                          client's misses are used up — for every code, before any lookup
 //	HEAD   /{code}            the same answer, but no click counted and no visit spent
+//
+// clientIP extracts the rate-limit key from a request (set it when behind a
+// trusted proxy); nil, or an empty answer, uses the connection's address,
+// so that no request goes unlimited. Each request counts once as the
+// operation redirect (see Observability in the package documentation).
+func (s *Service) RedirectHandler(clientIP func(*http.Request) string) http.Handler {
+	h := s.newHandler(nil, clientIP)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{code}", h.redirect)
+	return mux
+}
+
+// APIHandler serves the JSON API to manage links, each request on behalf
+// of the owner authorize names:
+//
 //	POST   /api/links         {"url", "alias", "ttl_seconds", "expires_at", "max_visits", "redirect"}
 //	                          (bounds as in Options; ttl_seconds 1..MaxLifetime/1s)
-//	                          → 201 {"code", "short_url", …}; 400 (also for unknown, mis-cased or
-//	                          repeated fields and data after the object), 409 alias taken,
+//	                          → 201 {"code", "short_url", "owner", …}; 400 (also for unknown, mis-cased
+//	                          or repeated fields and data after the object), 409 alias taken,
 //	                          413 over 16 KiB, 429 with Retry-After
 //	GET    /api/links/{code}  → 200 {"code", "clicks"}
 //	DELETE /api/links/{code}  → 204
 //
-// The two code routes of the API are held to the miss limit like redirects.
+// authorize says who is asking: ok false answers 401 and does nothing; a
+// link is created with the owner it returns, and only that owner reads or
+// deletes it — for anyone else the code is 404, as for a code that does
+// not exist, so the API confirms nothing about others' links. The block
+// does no authentication: authorize is the service's (a session, an API
+// key). The two code routes are held to the miss limit like redirects;
+// clientIP is as for RedirectHandler. Each request counts once, as the
+// operation shorten, stats or delete, refusals met before the Service's
+// method — unauthorized, a malformed body, a spent miss budget — included.
+func (s *Service) APIHandler(authorize func(*http.Request) (owner string, ok bool), clientIP func(*http.Request) string) http.Handler {
+	if authorize == nil {
+		authorize = func(*http.Request) (string, bool) { return "", false }
+	}
+	h := s.newHandler(authorize, clientIP)
+	h.scoped = true
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/links", h.create)
+	mux.HandleFunc("GET /api/links/{code}", h.stats)
+	mux.HandleFunc("DELETE /api/links/{code}", h.delete)
+	return mux
+}
+
+// Handler serves RedirectHandler's routes and APIHandler's with no
+// authentication, as before owners existed: links are created with no
+// owner, and any link can be read or deleted. Mount it behind yours.
 //
-// The API has no authentication: mount it behind yours. clientIP extracts the
-// rate-limit key from a request (set it when behind a trusted proxy); nil, or
-// an empty answer, uses the connection's address, so that no request goes
-// unlimited.
-//
-// Each request counts once, as the operation redirect, shorten, stats or
-// delete (see Observability in the package documentation), refusals met
-// before the Service's method — a malformed body, a spent miss budget —
-// included.
+// Deprecated: it serves the public redirects and the unauthenticated API
+// from one handler. Mount RedirectHandler for the world and APIHandler,
+// with the service's authorizer, behind its auth.
 func (s *Service) Handler(clientIP func(*http.Request) string) http.Handler {
-	h := &handler{s: s, clientIP: func(r *http.Request) string {
-		if clientIP != nil {
-			if ip := clientIP(r); ip != "" {
-				return ip
-			}
-		}
-		return remoteIP(r)
-	}}
+	h := s.newHandler(func(*http.Request) (string, bool) { return "", true }, clientIP)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{code}", h.redirect)
 	mux.HandleFunc("POST /api/links", h.create)
@@ -54,9 +80,31 @@ func (s *Service) Handler(clientIP func(*http.Request) string) http.Handler {
 	return mux
 }
 
+func (s *Service) newHandler(authorize func(*http.Request) (string, bool), clientIP func(*http.Request) string) *handler {
+	return &handler{s: s, authorize: authorize, clientIP: func(r *http.Request) string {
+		if clientIP != nil {
+			if ip := clientIP(r); ip != "" {
+				return ip
+			}
+		}
+		return remoteIP(r)
+	}}
+}
+
 type handler struct {
-	s        *Service
-	clientIP func(*http.Request) string
+	s         *Service
+	authorize func(*http.Request) (owner string, ok bool) // nil on the redirect handler
+	scoped    bool                                        // a request acts on its owner's links only
+	clientIP  func(*http.Request) string
+}
+
+// owner asks authorize who is asking: ErrUnauthorized when nobody.
+func (h *handler) owner(r *http.Request) (string, error) {
+	owner, ok := h.authorize(r)
+	if !ok {
+		return "", ErrUnauthorized
+	}
+	return owner, nil
 }
 
 func remoteIP(r *http.Request) string {
@@ -152,6 +200,10 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) shorten(ctx context.Context, w http.ResponseWriter, r *http.Request) (*Link, error) {
+	owner, err := h.owner(r)
+	if err != nil {
+		return nil, err
+	}
 	var req createRequest
 	if err := readJSON(w, r, &req); err != nil {
 		return nil, err
@@ -160,7 +212,7 @@ func (h *handler) shorten(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if err != nil {
 		return nil, err
 	}
-	o.ClientIP = h.clientIP(r)
+	o.ClientIP, o.Owner = h.clientIP(r), owner
 	return h.s.shorten(ctx, req.URL, o)
 }
 
@@ -169,10 +221,13 @@ func (h *handler) shorten(ctx context.Context, w http.ResponseWriter, r *http.Re
 func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 	ctx, call := h.s.obs.stats.Start(r.Context())
 	var st Stats
-	err := h.s.limitMisses(ctx, h.clientIP(r), func() (err error) {
-		st, err = h.s.linkStats(ctx, r.PathValue("code"))
-		return err
-	})
+	owner, err := h.owner(r)
+	if err == nil {
+		err = h.s.limitMisses(ctx, h.clientIP(r), func() (err error) {
+			st, err = h.s.linkStats(ctx, r.PathValue("code"), h.scoped, owner)
+			return err
+		})
+	}
 	if err != nil {
 		writeError(w, err)
 	} else {
@@ -183,7 +238,10 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 	ctx, call := h.s.obs.del.Start(r.Context())
-	err := h.s.limitMisses(ctx, h.clientIP(r), func() error { return h.s.deleteLink(ctx, r.PathValue("code")) })
+	owner, err := h.owner(r)
+	if err == nil {
+		err = h.s.limitMisses(ctx, h.clientIP(r), func() error { return h.s.deleteLink(ctx, r.PathValue("code"), h.scoped, owner) })
+	}
 	if err != nil {
 		writeError(w, err)
 	} else {
@@ -202,6 +260,8 @@ func writeError(w http.ResponseWriter, err error) {
 	case errors.As(err, &limited):
 		status = http.StatusTooManyRequests
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(max(1, math.Ceil(limited.RetryAfter.Seconds()))), 10))
+	case errors.Is(err, ErrUnauthorized):
+		status = http.StatusUnauthorized
 	case errors.Is(err, ErrNotFound):
 		status = http.StatusNotFound
 	case errors.Is(err, ErrExpired):

@@ -300,7 +300,7 @@ func TestNumericInputsBounded(t *testing.T) {
 		{MissLimit: redis_rate.Limit{Rate: -1, Burst: 1, Period: time.Second}}, {CreateLimit: redis_rate.Limit{Rate: 1, Period: time.Second}},
 	} {
 		cfg.BaseURL = "https://sho.rt"
-		if _, err := shortlink.New([]*sqlx.DB{db}, testenv.NewRedis(t).Client, cfg); !errors.Is(err, shortlink.ErrConfig) {
+		if _, err := shortlink.NewService(testenv.NewRedis(t).Client, []*sqlx.DB{db}, cfg); !errors.Is(err, shortlink.ErrConfig) {
 			t.Errorf("New(%+v): %v, want ErrConfig", cfg, err)
 		}
 	}

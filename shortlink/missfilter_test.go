@@ -132,7 +132,7 @@ func TestLocalMissFilterAcrossProcesses(t *testing.T) {
 func TestLocalMissFilterFull(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
-	if _, err := shortlink.New(nil, r.Client, shortlink.Config{BaseURL: "https://sho.rt", LocalMissClients: -1}); !errors.Is(err, shortlink.ErrConfig) {
+	if _, err := shortlink.NewService(r.Client, nil, shortlink.Config{BaseURL: "https://sho.rt", LocalMissClients: -1}); !errors.Is(err, shortlink.ErrConfig) {
 		t.Fatalf("LocalMissClients -1: %v, want ErrConfig", err)
 	}
 	db := testenv.NewSQL(t)

@@ -74,6 +74,7 @@ var refusals = []struct {
 	{ErrMaxVisits, "max_visits"},
 	{ErrExpired, "expired"},
 	{ErrClosed, "closed"},
+	{ErrUnauthorized, "unauthorized"},
 }
 
 func classify(err error) (string, string) {
@@ -93,11 +94,11 @@ func newInstruments(counts *cacheCounters, mp metric.MeterProvider, tp trace.Tra
 	b := obs.NewBlock("shortlink", mp, tp)
 	read := []string{"not_found", "expired", "max_visits", "rate_limited", "closed"}
 	in := &instruments{
-		shorten:  b.Op("shorten", classify, "invalid", "blocked", "alias_taken", "rate_limited", "closed"),
+		shorten:  b.Op("shorten", classify, "invalid", "blocked", "alias_taken", "rate_limited", "closed", "unauthorized"),
 		resolve:  b.Op("resolve", classify, read...),
 		redirect: b.Op("redirect", classify, read...),
-		del:      b.Op("delete", classify, "not_found", "rate_limited"),
-		stats:    b.Op("stats", classify, "not_found", "rate_limited"),
+		del:      b.Op("delete", classify, "not_found", "rate_limited", "unauthorized"),
+		stats:    b.Op("stats", classify, "not_found", "rate_limited", "unauthorized"),
 	}
 	lookups, err := b.Meter().Int64ObservableCounter("casebook.shortlink.cache.lookups", metric.WithUnit("{lookup}"),
 		metric.WithDescription("Link lookups by cache layer (local, redis, sql) and the layer's answer (hit, negative, miss, error)."))

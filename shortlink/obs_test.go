@@ -198,7 +198,7 @@ func TestMetricsAndSpans(t *testing.T) {
 	obstest.Expect(t, obstest.Points(t, reader), expected(a, b))
 
 	// A closed Service refuses, and its lookups are no longer reported.
-	b.Close(ctx)
+	b.Shutdown(ctx)
 	resolve(b, ctx, codes[0], none, shortlink.ErrClosed, "closed")
 	shorten(b, "https://example.com/late", shortlink.Options{}, shortlink.ErrClosed, "closed")
 

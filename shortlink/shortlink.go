@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dgraph-io/ristretto/v2"
 	"github.com/go-redis/redis_rate/v10"
@@ -35,6 +37,8 @@ var (
 	ErrAliasTaken = errors.New("shortlink: alias taken")
 	// ErrNotFound is returned for a code that does not exist.
 	ErrNotFound = errors.New("shortlink: not found")
+	// ErrUnauthorized: APIHandler's authorizer named nobody (401).
+	ErrUnauthorized = errors.New("shortlink: unauthorized")
 	// ErrExpired is returned for a link past its expiry or visit limit.
 	ErrExpired = errors.New("shortlink: link expired")
 	// ErrMaxVisits wraps ErrExpired for a link that used up its visits.
@@ -186,10 +190,18 @@ type Service struct {
 	closeErr  error
 }
 
-// New returns a Service storing links in dbs (N databases, each with
-// TablesPerDB link tables) and caching them in rdb. Call Migrate once to
-// create the tables.
+// New is NewService with its first two arguments the other way round.
+//
+// Deprecated: use NewService, whose clients come in the order every block
+// takes them (Redis, then SQL, then Config). New goes in a later release.
 func New(dbs []*sqlx.DB, rdb redis.UniversalClient, cfg Config) (*Service, error) {
+	return NewService(rdb, dbs, cfg)
+}
+
+// NewService returns a Service caching links in rdb and storing them in
+// dbs (N databases, each with TablesPerDB link tables). Call Migrate once
+// to create the tables.
+func NewService(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error) {
 	if err := applyDefaults(&cfg); err != nil {
 		return nil, err
 	}
@@ -314,6 +326,18 @@ func validateConfig(cfg *Config) error {
 	return nil
 }
 
+func validOwner(owner string) bool {
+	if len(owner) > MaxOwner || !utf8.ValidString(owner) {
+		return false
+	}
+	for _, r := range owner {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
 func validLimit(l redis_rate.Limit) bool { return l.Rate > 0 && l.Burst > 0 && l.Period > 0 }
 
 func validRedirect(code int) bool { return code == 301 || code == 302 || code == 307 || code == 308 }
@@ -335,16 +359,20 @@ func (s *Service) Migrate(ctx context.Context) error {
 	if err := s.createMeta(ctx); err != nil {
 		return err
 	}
-	return s.router.CreateTables(ctx, linksDDL(s.router.All()[0].DB))
+	if err := s.router.CreateTables(ctx, linksDDL(s.router.All()[0].DB)); err != nil {
+		return err
+	}
+	return s.addOwnerColumns(ctx)
 }
 
-// Close stops the Service's goroutines — the code segment's prefetch, the
-// click flusher after a last flush, the local cache's — and the reporting
-// of its cache lookups metric, and returns the last flush's error. Shorten
-// and Resolve return ErrClosed from then on; a click of a Resolve still in
-// flight when Close starts may go uncounted. Close is safe to call more
-// than once; later calls return the first one's error.
-func (s *Service) Close(ctx context.Context) error {
+// Shutdown stops the Service's goroutines — the code segment's prefetch,
+// the click flusher after a last flush (which ctx bounds), the local
+// cache's — and the reporting of its cache lookups metric, and returns the
+// last flush's error. Shorten and Resolve return ErrClosed from then on; a
+// click of a Resolve still in flight when Shutdown starts may go
+// uncounted. Shutdown and Close are safe to call more than once, in any
+// mix; later calls return the first one's error.
+func (s *Service) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		s.genMu.Lock()
 		s.closed.Store(true)
@@ -363,6 +391,10 @@ func (s *Service) Close(ctx context.Context) error {
 	return s.closeErr
 }
 
+// Close is Shutdown with no deadline on the last flush: the Service is an
+// io.Closer.
+func (s *Service) Close() error { return s.Shutdown(context.Background()) }
+
 // ShortURL returns the public short URL of code.
 func (s *Service) ShortURL(code string) string {
 	return strings.TrimSuffix(s.base.String(), "/") + "/" + code
@@ -376,6 +408,7 @@ type Link struct {
 	ExpiresAt time.Time `json:"expires_at,omitzero"`  // zero: never
 	MaxVisits int64     `json:"max_visits,omitempty"` // 0: unlimited
 	Redirect  int       `json:"redirect,omitempty"`   // 0: the service default
+	Owner     string    `json:"owner,omitempty"`      // Options.Owner; "" for none
 }
 
 // Bounds of Options: a link expires at most MaxLifetime after it is made,
@@ -401,7 +434,15 @@ type Options struct {
 	Redirect int
 	// ClientIP, when set, is rate-limited to Config.CreateLimit.
 	ClientIP string
+	// Owner is who the link belongs to (the caller's account id, at most
+	// MaxOwner bytes of UTF-8 without control characters; "" for none): the
+	// API handler lets only its owner read or delete it. The block does no
+	// authentication: the caller says who the owner is.
+	Owner string
 }
+
+// MaxOwner is the longest Options.Owner, in bytes.
+const MaxOwner = 128
 
 // Shorten stores a link to longURL and returns it. Bad input is refused
 // before anything is written.
@@ -429,8 +470,10 @@ func (s *Service) shorten(ctx context.Context, longURL string, o Options) (*Link
 		return nil, fmt.Errorf("%w: MaxVisits %d outside 0..%d", ErrInvalidOptions, o.MaxVisits, MaxVisitLimit)
 	case o.Redirect != 0 && !validRedirect(o.Redirect):
 		return nil, fmt.Errorf("%w: redirect status %d", ErrInvalidOptions, o.Redirect)
+	case !validOwner(o.Owner):
+		return nil, fmt.Errorf("%w: owner %.64q (at most %d bytes of UTF-8, no control characters)", ErrInvalidOptions, o.Owner, MaxOwner)
 	}
-	l := &Link{URL: target, CreatedAt: now.Truncate(time.Millisecond), ExpiresAt: expires, MaxVisits: o.MaxVisits, Redirect: o.Redirect}
+	l := &Link{URL: target, CreatedAt: now.Truncate(time.Millisecond), ExpiresAt: expires, MaxVisits: o.MaxVisits, Redirect: o.Redirect, Owner: o.Owner}
 	if o.Alias != "" {
 		if err := s.validateAlias(o.Alias); err != nil {
 			return nil, err
@@ -598,14 +641,14 @@ func (s *Service) find(ctx context.Context, code string) (*Link, error) {
 // Redis, and within LocalTTL in other processes.
 func (s *Service) Delete(ctx context.Context, code string) error {
 	ctx, call := s.obs.del.Start(ctx)
-	return call.End(s.deleteLink(ctx, code))
+	return call.End(s.deleteLink(ctx, code, false, ""))
 }
 
-func (s *Service) deleteLink(ctx context.Context, code string) error {
+func (s *Service) deleteLink(ctx context.Context, code string, owned bool, owner string) error {
 	if !validCode(code) {
 		return ErrNotFound
 	}
-	if err := s.remove(ctx, code); err != nil {
+	if err := s.remove(ctx, code, owned, owner); err != nil {
 		return err
 	}
 	s.clicks.drop(code)
@@ -621,15 +664,15 @@ type Stats struct {
 // Stats returns the click count of code.
 func (s *Service) Stats(ctx context.Context, code string) (Stats, error) {
 	ctx, call := s.obs.stats.Start(ctx)
-	st, err := s.linkStats(ctx, code)
+	st, err := s.linkStats(ctx, code, false, "")
 	return st, call.End(err)
 }
 
-func (s *Service) linkStats(ctx context.Context, code string) (Stats, error) {
+func (s *Service) linkStats(ctx context.Context, code string, owned bool, owner string) (Stats, error) {
 	if !validCode(code) {
 		return Stats{}, ErrNotFound
 	}
-	n, err := s.storedClicks(ctx, code)
+	n, err := s.storedClicks(ctx, code, owned, owner)
 	if err != nil {
 		return Stats{}, err
 	}

@@ -42,7 +42,7 @@ func newServiceOn(t testing.TB, r *testenv.Redis, db *sqlx.DB, cfg shortlink.Con
 	}
 	cfg.Namespace = r.Namespace
 	cfg.OnError = func(err error) { t.Errorf("background: %v", err) }
-	s, err := shortlink.New([]*sqlx.DB{db}, r.Client, cfg)
+	s, err := shortlink.NewService(r.Client, []*sqlx.DB{db}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func newServiceOn(t testing.TB, r *testenv.Redis, db *sqlx.DB, cfg shortlink.Con
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		s.Close(context.Background())
+		s.Close()
 		testenv.DeleteKeys(context.Background(), r.Client, "rate:"+r.Namespace+"*") // redis_rate's own prefix
 	})
 	return s
@@ -350,7 +350,7 @@ func TestClicksCountedAndFlushed(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
 	db := testenv.NewSQL(t)
-	s, err := shortlink.New([]*sqlx.DB{db}, r.Client, shortlink.Config{BaseURL: "https://sho.rt", Namespace: r.Namespace, TablesPerDB: 4, FlushEvery: time.Hour})
+	s, err := shortlink.NewService(r.Client, []*sqlx.DB{db}, shortlink.Config{BaseURL: "https://sho.rt", Namespace: r.Namespace, TablesPerDB: 4, FlushEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestClicksCountedAndFlushed(t *testing.T) {
 	if stored != 0 {
 		t.Fatalf("clicks written per redirect: %d in SQL before the flush", stored)
 	}
-	if err := s.Close(ctx); err != nil {
+	if err := s.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	db.Get(&stored, "SELECT clicks FROM "+tableOf(t, db, l.Code))
@@ -402,10 +402,10 @@ func TestCloseTwiceStopsEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Close(ctx); err != nil {
+	if err := s.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Close(ctx); err != nil {
+	if err := s.Shutdown(ctx); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
 	if _, err := s.Shorten(ctx, "https://example.com/late", shortlink.Options{}); !errors.Is(err, shortlink.ErrClosed) {
@@ -476,7 +476,7 @@ func TestGeneratedCodeKey(t *testing.T) {
 		wg.Go(func() { shorten(s, perProcess) })
 	}
 	wg.Wait()
-	services[0].Close(ctx)
+	services[0].Shutdown(ctx)
 	shorten(services[processes], 1) // a restart of the first process
 
 	key := storedKey(t, db)
@@ -547,7 +547,7 @@ func TestHostSpellings(t *testing.T) {
 	}
 	for _, cfg := range []shortlink.Config{{Blocklist: []string{"*.evil.example"}}, {OwnHosts: []string{"exa mple"}}, {BaseURL: "http://1.2.3.4.5/"}} {
 		cfg.BaseURL = cmp.Or(cfg.BaseURL, "https://sho.rt")
-		if _, err := shortlink.New([]*sqlx.DB{testenv.NewSQL(t)}, testenv.NewRedis(t).Client, cfg); !errors.Is(err, shortlink.ErrConfig) {
+		if _, err := shortlink.NewService(testenv.NewRedis(t).Client, []*sqlx.DB{testenv.NewSQL(t)}, cfg); !errors.Is(err, shortlink.ErrConfig) {
 			t.Errorf("New(%+v): %v, want ErrConfig", cfg, err)
 		}
 	}

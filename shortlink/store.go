@@ -30,8 +30,37 @@ func linksDDL(db *sqlx.DB) string {
 	expires_at BIGINT NOT NULL DEFAULT 0,
 	max_visits BIGINT NOT NULL DEFAULT 0,
 	redirect   SMALLINT NOT NULL DEFAULT 0,
-	clicks     BIGINT NOT NULL DEFAULT 0
+	clicks     BIGINT NOT NULL DEFAULT 0,
+	` + ownerColumn(db) + `
 )`
+}
+
+// ownerColumn is the links' owner, compared byte for byte (on MySQL a
+// binary string: a text column's default collation there would make
+// "Alice" and "alice " the owner "alice"); Migrate adds it to tables made
+// before it existed.
+func ownerColumn(db *sqlx.DB) string {
+	if sqlutil.IsMySQL(db) {
+		return "owner VARBINARY(128) NOT NULL DEFAULT ''"
+	}
+	return "owner VARCHAR(128) NOT NULL DEFAULT ''"
+}
+
+// addOwnerColumns adds the owner column to every link table that lacks
+// it (made by an earlier version); tables that have it are left alone.
+func (s *Service) addOwnerColumns(ctx context.Context) error {
+	for _, sh := range s.router.All() {
+		if _, err := sh.DB.ExecContext(ctx, "SELECT owner FROM "+sh.Table+" WHERE 1 = 0"); err == nil {
+			continue
+		}
+		if _, err := sh.DB.ExecContext(ctx, "ALTER TABLE "+sh.Table+" ADD COLUMN "+ownerColumn(sh.DB)); err != nil {
+			if _, again := sh.DB.ExecContext(ctx, "SELECT owner FROM "+sh.Table+" WHERE 1 = 0"); again == nil {
+				continue // another process added it meanwhile
+			}
+			return fmt.Errorf("shortlink: add the owner column to %s: %w", sh.Table, err)
+		}
+	}
+	return nil
 }
 
 type row struct {
@@ -42,10 +71,11 @@ type row struct {
 	MaxVisits int64  `db:"max_visits"`
 	Redirect  int    `db:"redirect"`
 	Clicks    int64  `db:"clicks"`
+	Owner     string `db:"owner"`
 }
 
 func (r row) link() *Link {
-	l := &Link{Code: r.Code, URL: r.URL, CreatedAt: time.UnixMilli(r.CreatedAt), MaxVisits: r.MaxVisits, Redirect: r.Redirect}
+	l := &Link{Code: r.Code, URL: r.URL, CreatedAt: time.UnixMilli(r.CreatedAt), MaxVisits: r.MaxVisits, Redirect: r.Redirect, Owner: r.Owner}
 	if r.ExpiresAt > 0 {
 		l.ExpiresAt = time.UnixMilli(r.ExpiresAt)
 	}
@@ -65,8 +95,8 @@ func unixMilli(t time.Time) int64 {
 func (s *Service) insert(ctx context.Context, l *Link) error {
 	sh := s.router.ByKey(l.Code)
 	_, err := sh.DB.ExecContext(ctx, "INSERT INTO "+sh.Table+
-		" (code, long_url, created_at, expires_at, max_visits, redirect) VALUES (?, ?, ?, ?, ?, ?)",
-		l.Code, l.URL, unixMilli(l.CreatedAt), unixMilli(l.ExpiresAt), l.MaxVisits, l.Redirect)
+		" (code, long_url, created_at, expires_at, max_visits, redirect, owner) VALUES (?, ?, ?, ?, ?, ?, ?)",
+		l.Code, l.URL, unixMilli(l.CreatedAt), unixMilli(l.ExpiresAt), l.MaxVisits, l.Redirect, l.Owner)
 	if sqlutil.IsDuplicate(err) {
 		return errDuplicate
 	}
@@ -79,7 +109,7 @@ func (s *Service) insert(ctx context.Context, l *Link) error {
 func (s *Service) load(ctx context.Context, code string) (row, error) {
 	sh := s.router.ByKey(code)
 	var r row
-	err := sh.DB.GetContext(ctx, &r, "SELECT code, long_url, created_at, expires_at, max_visits, redirect, clicks FROM "+sh.Table+" WHERE code = ?", code)
+	err := sh.DB.GetContext(ctx, &r, "SELECT code, long_url, created_at, expires_at, max_visits, redirect, clicks, owner FROM "+sh.Table+" WHERE code = ?", code)
 	if errors.Is(err, sql.ErrNoRows) {
 		return row{}, ErrNotFound
 	}
@@ -89,9 +119,15 @@ func (s *Service) load(ctx context.Context, code string) (row, error) {
 	return r, nil
 }
 
-func (s *Service) remove(ctx context.Context, code string) error {
+// remove deletes code's row; with owned, only if owner owns it (else
+// ErrNotFound, as for a code that does not exist).
+func (s *Service) remove(ctx context.Context, code string, owned bool, owner string) error {
 	sh := s.router.ByKey(code)
-	res, err := sh.DB.ExecContext(ctx, "DELETE FROM "+sh.Table+" WHERE code = ?", code)
+	q, args := "DELETE FROM "+sh.Table+" WHERE code = ?", []any{code}
+	if owned {
+		q, args = q+" AND owner = ?", append(args, owner)
+	}
+	res, err := sh.DB.ExecContext(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("shortlink: delete from %s: %w", sh.Table, err)
 	}
@@ -101,8 +137,13 @@ func (s *Service) remove(ctx context.Context, code string) error {
 	return nil
 }
 
-func (s *Service) storedClicks(ctx context.Context, code string) (int64, error) {
+// storedClicks reads code's flushed clicks; with owned, only if owner owns
+// it (else ErrNotFound).
+func (s *Service) storedClicks(ctx context.Context, code string, owned bool, owner string) (int64, error) {
 	r, err := s.load(ctx, code)
+	if err == nil && owned && r.Owner != owner {
+		return 0, ErrNotFound
+	}
 	return r.Clicks, err
 }
 

@@ -455,7 +455,7 @@ func soakSignin(ctx context.Context, rdb redis.UniversalClient, _ *sqlx.DB, ns s
 // soakShortlink: shorten a new URL, resolve a link made earlier. Every code
 // acknowledged resolves to its own URL, during the soak and after.
 func soakShortlink(ctx context.Context, rdb redis.UniversalClient, db *sqlx.DB, ns string) (*soakBlock, error) {
-	svc, err := shortlink.New([]*sqlx.DB{db}, rdb, shortlink.Config{BaseURL: "https://sho.rt", Namespace: ns + ":link", SegmentStep: 100})
+	svc, err := shortlink.NewService(rdb, []*sqlx.DB{db}, shortlink.Config{BaseURL: "https://sho.rt", Namespace: ns + ":link", SegmentStep: 100})
 	if err != nil {
 		return nil, err
 	}
@@ -470,7 +470,7 @@ func soakShortlink(ctx context.Context, rdb redis.UniversalClient, db *sqlx.DB, 
 	)
 	return &soakBlock{
 		name:  "shortlink (Shorten, Resolve)",
-		close: func() { svc.Close(context.Background()) },
+		close: func() { svc.Close() },
 		op: func(ctx context.Context, i int64) outcome {
 			if i%2 == 1 {
 				mu.Lock()

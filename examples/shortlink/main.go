@@ -12,12 +12,15 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
 	"errors"
 	"flag"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -31,11 +34,15 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
 	base := flag.String("base", "", "public base URL of short links (default http://<addr>)")
 	sqlitePath := flag.String("sqlite", defaultSQLite(), "SQLite file, when CASEBOOK_MYSQL_DSN is not set")
+	apiKey := flag.String("api-key", os.Getenv("SHORTLINK_API_KEY"), "bearer key of the /api/ routes (default $SHORTLINK_API_KEY, else a random one, printed)")
 	flag.Parse()
+	if *apiKey == "" {
+		*apiKey = rand.Text()
+	}
 	if *base == "" {
 		*base = "http://" + *addr
 	}
-	devstack.Run(func(ctx context.Context) error { return run(ctx, *addr, *base, *sqlitePath) })
+	devstack.Run(func(ctx context.Context) error { return run(ctx, *addr, *base, *sqlitePath, *apiKey) })
 }
 
 func defaultSQLite() string {
@@ -46,7 +53,7 @@ func defaultSQLite() string {
 	return filepath.Join(dir, "casebook", "shortlink.db")
 }
 
-func run(ctx context.Context, addr, base, sqlitePath string) error {
+func run(ctx context.Context, addr, base, sqlitePath, apiKey string) error {
 	env := devstack.FromEnv()
 	r, err := env.OpenRedis(ctx, os.Stderr)
 	if err != nil {
@@ -59,15 +66,23 @@ func run(ctx context.Context, addr, base, sqlitePath string) error {
 	}
 	defer closeDB()
 
-	svc, err := shortlink.New([]*sqlx.DB{db}, r.Client, shortlink.Config{BaseURL: base, Namespace: "casebook-example"})
+	svc, err := shortlink.NewService(r.Client, []*sqlx.DB{db}, shortlink.Config{BaseURL: base, Namespace: "casebook-example"})
 	if err != nil {
 		return err
 	}
-	defer svc.Close(context.WithoutCancel(ctx)) // flushes counted clicks
+	defer svc.Close() // flushes counted clicks
 	if err := svc.Migrate(ctx); err != nil {
 		return err
 	}
-	srv := devstack.Server(addr, svc.Handler(nil)) // every timeout and header limit set
+	// The redirects are public; the API answers to a bearer key, every link
+	// created with it owned by "admin" (a real service asks its own auth).
+	mux := http.NewServeMux()
+	mux.Handle("/", svc.RedirectHandler(nil))
+	mux.Handle("/api/", svc.APIHandler(func(r *http.Request) (string, bool) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		return "admin", ok && subtle.ConstantTimeCompare([]byte(got), []byte(apiKey)) == 1
+	}, nil))
+	srv := devstack.Server(addr, mux) // every timeout and header limit set
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -75,7 +90,7 @@ func run(ctx context.Context, addr, base, sqlitePath string) error {
 		srv.Shutdown(shutdown)
 	}()
 	fmt.Printf("shortlink on http://%s — 256 tables in %s, %s Redis (%d node(s))\n", addr, db.DriverName(), r.Kind, len(r.Addrs))
-	fmt.Printf("try: curl -s -X POST http://%s/api/links -d '{\"url\":\"https://go.dev/\"}'\n", addr)
+	fmt.Printf("try: curl -s -H 'Authorization: Bearer %s' -X POST http://%s/api/links -d '{\"url\":\"https://go.dev/\"}'\n", apiKey, addr)
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
