@@ -31,9 +31,9 @@ var (
 
 // Page is one page of a timeline.
 type Page struct {
-	Posts []Post
+	Posts []Post `json:"posts"`
 	// Next is the cursor of the following page; "" at the end.
-	Next string
+	Next string `json:"next,omitempty"`
 }
 
 // MaxPage is the most posts one Timeline call returns.

@@ -29,8 +29,8 @@ var ErrPublishConflict = errors.New("hotlist: another publisher stored a snapsho
 
 // Snapshot is a published top list.
 type Snapshot struct {
-	At      time.Time // when it was published
-	Entries []Entry
+	At      time.Time `json:"at"` // when it was published
+	Entries []Entry   `json:"entries"`
 }
 
 // Publish stores the top SnapshotSize items, blocked items left out, with

@@ -26,19 +26,19 @@ var (
 
 // Entry is an item's place on the list.
 type Entry struct {
-	Item string
+	Item string `json:"item"`
 	// Heat is, under Decay, Σ weight·2^(−age/HalfLife) over the item's
 	// events at the time of reading (Top) or publishing (snapshots); under
 	// Window, Σ weight × slot weight over the events in the live slots.
-	Heat float64
-	Rank int // 1-based
+	Heat float64 `json:"heat"`
+	Rank int     `json:"rank"` // 1-based
 	// Change is, in a snapshot, the rank the item had in the previous
 	// snapshot minus its rank now: positive when it rose. 0 when New.
-	Change int
+	Change int `json:"change,omitempty"`
 	// New marks, in a snapshot, an item the previous snapshot did not have.
-	New bool
+	New bool `json:"new,omitempty"`
 	// Pinned marks an item an operator placed at its rank (Pin).
-	Pinned bool
+	Pinned bool `json:"pinned,omitempty"`
 }
 
 // before reports whether a ranks above b: hotter, then, as Redis orders

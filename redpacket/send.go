@@ -33,21 +33,21 @@ type SendRequest struct {
 
 // Packet is a red packet as recorded in SQL.
 type Packet struct {
-	ID            int64  `db:"id"`
-	Sender        string `db:"sender"`
-	RequestID     string `db:"request_id"`
-	Kind          Kind   `db:"kind"`
-	Total         int64  `db:"total"`
-	Count         int    `db:"count"`
-	Recipient     string `db:"recipient"` // "" for anyone
-	Greeting      string `db:"greeting"`
-	Status        string `db:"status"` // open, refunded
-	ClaimedCount  int    `db:"claimed_count"`
-	ClaimedAmount int64  `db:"claimed_amount"`
-	Refund        int64  `db:"refund"`
-	CreatedAt     int64  `db:"created_at"` // Unix ms
-	ExpiresAt     int64  `db:"expires_at"`
-	Shares        string `db:"shares"` // the split, as drawn at send (JSON)
+	ID            int64  `db:"id" json:"id"`
+	Sender        string `db:"sender" json:"sender"`
+	RequestID     string `db:"request_id" json:"request_id"`
+	Kind          Kind   `db:"kind" json:"kind"`
+	Total         int64  `db:"total" json:"total"`
+	Count         int    `db:"count" json:"count"`
+	Recipient     string `db:"recipient" json:"recipient,omitempty"` // "" for anyone
+	Greeting      string `db:"greeting" json:"greeting"`
+	Status        string `db:"status" json:"status"` // open, refunded
+	ClaimedCount  int    `db:"claimed_count" json:"claimed_count"`
+	ClaimedAmount int64  `db:"claimed_amount" json:"claimed_amount"`
+	Refund        int64  `db:"refund" json:"refund"`
+	CreatedAt     int64  `db:"created_at" json:"created_at"` // Unix ms
+	ExpiresAt     int64  `db:"expires_at" json:"expires_at"`
+	Shares        string `db:"shares" json:"-"` // the split, as drawn at send (JSON)
 }
 
 // Packet statuses.

@@ -14,11 +14,11 @@ import (
 
 // Claim is one share a user took, as the SQL ledger holds it.
 type Claim struct {
-	Packet    int64  `db:"packet_id"`
-	User      string `db:"user_id"`
-	Amount    int64  `db:"amount"`
-	Index     int    `db:"idx"`
-	ClaimedAt int64  `db:"claimed_at"`
+	Packet    int64  `db:"packet_id" json:"packet"`
+	User      string `db:"user_id" json:"user"`
+	Amount    int64  `db:"amount" json:"amount"`
+	Index     int    `db:"idx" json:"index"`
+	ClaimedAt int64  `db:"claimed_at" json:"claimed_at"`
 }
 
 // Claims lists the claims of a packet recorded in SQL, in draw order.
@@ -47,9 +47,9 @@ func (s *Service) claims(ctx context.Context, packet int64) ([]Claim, error) {
 // Detail is a packet with its claims and the luckiest one (the largest
 // share; the earliest of equal ones). Luckiest is nil before any claim.
 type Detail struct {
-	Packet   Packet
-	Claims   []Claim
-	Luckiest *Claim
+	Packet   Packet  `json:"packet"`
+	Claims   []Claim `json:"claims"`
+	Luckiest *Claim  `json:"luckiest,omitempty"`
 }
 
 // Detail returns packet's detail view from SQL.
@@ -196,11 +196,11 @@ func (s *Service) archive(ctx context.Context, before time.Time, batch int) (int
 // Debited = Claimed + Refunded + Open, and once the consumer is caught up
 // Credited = Claimed.
 type Books struct {
-	Debited  int64 // the totals of every packet sent
-	Claimed  int64 // Σ claims in the packets' ledgers
-	Refunded int64 // Σ refunds
-	Open     int64 // what unrefunded packets still hold unclaimed
-	Credited int64 // Σ shares credited to receivers
+	Debited  int64 `json:"debited"`  // the totals of every packet sent
+	Claimed  int64 `json:"claimed"`  // Σ claims in the packets' ledgers
+	Refunded int64 `json:"refunded"` // Σ refunds
+	Open     int64 `json:"open"`     // what unrefunded packets still hold unclaimed
+	Credited int64 `json:"credited"` // Σ shares credited to receivers
 }
 
 // Audit adds up the books over every shard.

@@ -31,10 +31,10 @@ type OrderMessage struct {
 
 // Order is one reservation to record as an order.
 type Order struct {
-	ID    string // reservation id "<campaign>-<bucket>-<batch>[.<slot>]"
-	User  string
-	Qty   int64
-	PayBy time.Time // payment deadline, to the millisecond
+	ID    string    `json:"id"` // reservation id "<campaign>-<bucket>-<batch>[.<slot>]"
+	User  string    `json:"user"`
+	Qty   int64     `json:"qty"`
+	PayBy time.Time `json:"pay_by"` // payment deadline, to the millisecond
 }
 
 type wireMessage struct {

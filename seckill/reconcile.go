@@ -23,32 +23,32 @@ import (
 // payment or a purchase from another bucket between the reads). A loss
 // stays until repaired: alert on a difference seen twice.
 type Report struct {
-	SQLStock   int64 // units available in SQL (the order block's inventory)
-	RedisStock int64 // units left in Redis, all buckets
+	SQLStock   int64 `json:"sql_stock"`   // units available in SQL (the order block's inventory)
+	RedisStock int64 `json:"redis_stock"` // units left in Redis, all buckets
 	// InFlight is the units of reservations open in Redis whose orders SQL
 	// has not recorded yet: their events are in the outbox or in Kafka.
-	InFlight int64
+	InFlight int64 `json:"in_flight"`
 	// Drift is RedisStock + InFlight − SQLStock: 0 when Redis and SQL
 	// agree; above 0 Redis would sell units SQL does not have (their orders
 	// would be closed out of stock), below 0 units are out of sale
 	// (undersell).
-	Drift int64
+	Drift int64 `json:"drift"`
 	// LostBuckets counts buckets whose state Redis lost entirely (a restart
 	// without persistence): Buy answers ErrStateLost there.
-	LostBuckets int
+	LostBuckets int `json:"lost_buckets"`
 	// Missing counts unpaid orders in SQL whose reservation Redis lacks (a
 	// failover lost it): their units cannot come back to Redis.
-	Missing int
+	Missing int `json:"missing"`
 	// Stale counts reservations open in Redis whose orders closed (their
 	// units are back in SQL, or SQL never had them): a release the gate
 	// missed. A paid order's reservation stays open until its deadline or
 	// its event; it is not stale.
-	Stale int
+	Stale int `json:"stale"`
 	// ShortQuotas counts users whose quota in Redis is below the units their
 	// orders and open reservations hold: they could buy past the limit.
-	ShortQuotas int
+	ShortQuotas int `json:"short_quotas"`
 	// Repaired is set when Reconcile rebuilt Redis.
-	Repaired bool
+	Repaired bool `json:"repaired"`
 }
 
 // OK reports whether Redis agrees with SQL.

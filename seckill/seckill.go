@@ -79,14 +79,14 @@ var (
 // Campaign is one flash sale of one SKU: what Create records, and what an
 // open Sale reports.
 type Campaign struct {
-	ID      string    `db:"id"`
-	SKU     string    `db:"sku"`   // the campaign's own: Create makes it with Stock units
-	Price   int64     `db:"price"` // unit price in fen, the order's price
-	Stock   int64     `db:"stock"`
-	Limit   int64     `db:"per_user"` // units one user may buy, ≥ 1
-	Buckets int       `db:"buckets"`  // stock split over this many keys (slots), ≥ 1
-	Starts  time.Time `db:"-"`
-	Ends    time.Time `db:"-"`
+	ID      string    `db:"id" json:"id"`
+	SKU     string    `db:"sku" json:"sku"`     // the campaign's own: Create makes it with Stock units
+	Price   int64     `db:"price" json:"price"` // unit price in fen, the order's price
+	Stock   int64     `db:"stock" json:"stock"`
+	Limit   int64     `db:"per_user" json:"limit"`  // units one user may buy, ≥ 1
+	Buckets int       `db:"buckets" json:"buckets"` // stock split over this many keys (slots), ≥ 1
+	Starts  time.Time `db:"-" json:"starts"`
+	Ends    time.Time `db:"-" json:"ends"`
 }
 
 // IDGenerator issues the numbers of reservation ids. *idgen.Snowflake is

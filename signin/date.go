@@ -29,6 +29,35 @@ func ParseDate(s string) (Date, error) {
 
 func (d Date) String() string { return fmt.Sprintf("%04d-%02d-%02d", d.Year, d.Month, d.Day) }
 
+// MarshalText writes d as "2006-01-02" (the zero Date as ""), so that a
+// Date in JSON is a string.
+func (d Date) MarshalText() ([]byte, error) {
+	if d == (Date{}) {
+		return []byte{}, nil
+	}
+	if d.Year < 0 || d.Year > 9999 {
+		return nil, fmt.Errorf("signin: date %v outside years 0..9999", d)
+	}
+	return []byte(d.String()), nil
+}
+
+// UnmarshalText reads "2006-01-02" strictly ("" is the zero Date).
+func (d *Date) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*d = Date{}
+		return nil
+	}
+	p, err := ParseDate(string(b))
+	if err != nil {
+		return err
+	}
+	if p.String() != string(b) {
+		return fmt.Errorf("signin: date %q is not in the form 2006-01-02", b)
+	}
+	*d = p
+	return nil
+}
+
 // civil is d at midnight UTC, for day arithmetic free of time zones.
 func (d Date) civil() time.Time { return time.Date(d.Year, d.Month, d.Day, 0, 0, 0, 0, time.UTC) }
 

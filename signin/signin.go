@@ -259,19 +259,19 @@ func validUser(user string) error {
 
 // Result is the outcome of a sign-in or make-up.
 type Result struct {
-	Date          Date
-	AlreadySigned bool
+	Date          Date `json:"date"`
+	AlreadySigned bool `json:"already_signed,omitempty"`
 	// Streak is the number of signed days in the run ending at Date (for a
 	// make-up or a late sign-in: through the end of the run the day
 	// joined). A run is consecutive days each signed or frozen; frozen days
 	// keep it going and do not count.
-	Streak int
+	Streak int `json:"streak"`
 	// Points recorded for granting by this call (DailyPoints, plus
 	// BonusPoints on every BonusEvery-th day of a streak).
-	Points int64
+	Points int64 `json:"points"`
 	// Frozen are the missed days this call covered with freezes, oldest
 	// first (a retry whose first run froze them reports none).
-	Frozen []Date
+	Frozen []Date `json:"frozen,omitempty"`
 }
 
 // Sign signs user in for the day `at` counts for (DayOf). In one script it
