@@ -111,5 +111,44 @@
 // ("sqlite", modernc.org/sqlite, one connection per pool). The package links
 // neither driver.
 //
+// # Observability
+//
+// Segment, NodeLease and Snowflake emit OpenTelemetry metrics and spans for
+// the allocations that do I/O, to the MeterProvider and TracerProvider of
+// their Config (SegmentConfig, NodeLeaseConfig, SnowflakeConfig), by
+// default the global ones. An id served from memory records nothing — Next
+// of a Segment is one atomic add, of a Snowflake bwmarrin's Generate — so
+// with or without a provider the hot path costs what it did:
+//
+//	casebook.idgen.operation.duration  histogram (s)  casebook.operation, casebook.outcome, casebook.reason
+//	casebook.idgen.operations          counter        the same
+//	casebook.idgen.segment.remaining   gauge (ids)    casebook.idgen.tag: ids a Segment hands out before it must fetch
+//	casebook.idgen.node.lease.losses   counter        casebook.idgen.loss.cause (revoked, expired)
+//
+// Operations (each a span "idgen.<operation>"): segment_fetch (a lease of
+// a range from the Source: the first, each background prefetch, and a fetch
+// Next waits for), node_grant (LeaseNode), node_renew (each background
+// renewal), node_release (Close), checkpoint_load (a Snowflake reading its
+// Checkpoint and waiting for its clock to pass it) and checkpoint_save
+// (each reservation written). Refusals give a reason: invalid
+// (ErrSegmentConfig from a Source), no_free_node, lease_lost (the store
+// refused a renewal) and clock_backwards. Failing renewals are node_renew
+// with outcome error (the store failed) or canceled (it did not answer
+// before the lease's deadline, or Close); a lease lost counts once in
+// casebook.idgen.node.lease.losses — revoked when the store said another
+// holder has the id, expired when every renewal failed until the deadline.
+// The remaining-ids gauge is the rest of the current lease plus the
+// prefetched one, read at collection from the Segment's own counters; the
+// tag is the caller's counter name, never caller data. Segment.Close stops
+// it.
+//
+// Cost, with no provider, before and after instrumentation (go test -run
+// XXX -bench 'SegmentNext|Snowflake' -count 3 ./idgen/, 2 cores shared):
+// Segment.Next 6.1–6.6 ns before, 6.2–6.9 ns after, beside a bare atomic
+// add at 6.2–6.6 ns; Snowflake.Next 244 ns both (bwmarrin's 4096 ids per
+// ms); 0 allocations in every case, before and after.
+//
+// # Concurrency
+//
 // All types are safe for concurrent use.
 package idgen

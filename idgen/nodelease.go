@@ -11,6 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 var (
@@ -85,6 +88,11 @@ type NodeLeaseConfig struct {
 	// reading (time.Now's does): the holder's deadline is measured on it.
 	// Default time.Now.
 	Now func() time.Time
+	// MeterProvider and TracerProvider receive the grant's, renewals' and
+	// release's metrics and spans and the leases lost (doc.go,
+	// Observability); nil means the global ones.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 // NodeLease is a node id leased from a NodeStore, renewed in the background
@@ -105,6 +113,8 @@ type NodeLease struct {
 	renewer   sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+
+	obs *nodeInstruments
 }
 
 // A holder's lease ends TTL/earlyShare before the store's would, counted
@@ -142,14 +152,12 @@ func LeaseNode(ctx context.Context, store NodeStore, cfg NodeLeaseConfig) (*Node
 	case cfg.Margin < 0:
 		return nil, fmt.Errorf("%w: negative margin", ErrLeaseConfig)
 	}
-	l := &NodeLease{store: store, cfg: cfg, holder: newHolder(), done: make(chan struct{})}
+	l := &NodeLease{store: store, cfg: cfg, holder: newHolder(), done: make(chan struct{}),
+		obs: newNodeInstruments(cfg.MeterProvider, cfg.TracerProvider)}
 	l.base = cfg.Now()
-	g, err := store.Grant(ctx, cfg.Pool, cfg.First, cfg.First+cfg.Count-1, l.holder, cfg.TTL, cfg.Margin)
+	g, err := l.grantOne(ctx)
 	if err != nil {
-		if errors.Is(err, ErrNoFreeNode) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("idgen: lease node id: %w", err)
+		return nil, err
 	}
 	l.grant = g
 	l.deadline.Store(int64(cfg.TTL - cfg.TTL/earlyShare)) // from before the grant was sent: before the store's expiry
@@ -157,6 +165,17 @@ func LeaseNode(ctx context.Context, store NodeStore, cfg NodeLeaseConfig) (*Node
 	l.stop = stop
 	l.renewer.Go(func() { l.renew(renewCtx) })
 	return l, nil
+}
+
+// grantOne asks the store for a node id: the node_grant operation.
+func (l *NodeLease) grantOne(ctx context.Context) (_ NodeGrant, err error) {
+	ctx, call := l.obs.grant.Start(ctx)
+	defer func() { err = call.End(err) }()
+	g, err := l.store.Grant(ctx, l.cfg.Pool, l.cfg.First, l.cfg.First+l.cfg.Count-1, l.holder, l.cfg.TTL, l.cfg.Margin)
+	if err != nil && !errors.Is(err, ErrNoFreeNode) {
+		err = fmt.Errorf("idgen: lease node id: %w", err)
+	}
+	return g, err
 }
 
 func newHolder() string {
@@ -203,23 +222,33 @@ func (l *NodeLease) renew(ctx context.Context) {
 		sent := l.cfg.Now().Sub(l.base)
 		left := time.Duration(l.deadline.Load()) - sent
 		if left <= 0 {
+			l.obs.lost(l.obs.expired)
 			l.end()
 			return
 		}
-		rctx, cancel := context.WithTimeout(ctx, left)
-		err := l.store.Renew(rctx, l.cfg.Pool, l.grant, l.holder, l.cfg.TTL)
-		cancel()
+		err := l.renewOnce(ctx, left)
 		switch {
 		case err == nil:
 			l.deadline.Store(int64(sent + l.cfg.TTL - l.cfg.TTL/earlyShare))
 			t.Reset(l.cfg.RenewEvery)
 		case errors.Is(err, ErrLeaseLost):
+			l.obs.lost(l.obs.revoked)
 			l.end()
 			return
 		default: // the store is unreachable or slow: try again while the lease lasts
 			t.Reset(l.cfg.RenewEvery / 4)
 		}
 	}
+}
+
+// renewOnce asks the store to extend the lease, within left: the
+// node_renew operation.
+func (l *NodeLease) renewOnce(ctx context.Context, left time.Duration) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
+	ctx, call := l.obs.renew.Start(ctx)
+	defer func() { err = call.End(err) }()
+	return l.store.Renew(ctx, l.cfg.Pool, l.grant, l.holder, l.cfg.TTL)
 }
 
 // Close stops the renewal, waits for it to end and releases the lease (the
@@ -233,7 +262,8 @@ func (l *NodeLease) Close() error {
 		l.renewer.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.TTL)
 		defer cancel()
-		if err := l.store.Release(ctx, l.cfg.Pool, l.grant, l.holder); err != nil {
+		ctx, call := l.obs.release.Start(ctx)
+		if err := call.End(l.store.Release(ctx, l.cfg.Pool, l.grant, l.holder)); err != nil {
 			l.closeErr = fmt.Errorf("idgen: release node %d: %w", l.grant.ID, err)
 		}
 	})

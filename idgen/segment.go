@@ -7,6 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Source leases ranges of ids for a business tag. Every id of every lease of
@@ -40,6 +43,11 @@ type SegmentConfig struct {
 	PrefetchAt float64
 	// FetchTimeout bounds a background fetch. Default 5s.
 	FetchTimeout time.Duration
+	// MeterProvider and TracerProvider receive the fetches' metrics and
+	// spans and the remaining-ids gauge (doc.go, Observability); nil means
+	// the global ones. Next served from memory records nothing.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 // Segment hands out increasing ids from leased ranges ("号段"), double
@@ -61,6 +69,8 @@ type Segment struct {
 	next        *lease             // prefetched, waiting
 	fetching    chan struct{}      // closed when the fetch in flight ends; nil if none
 	cancelFetch context.CancelFunc // cancels the fetch in flight
+
+	obs *segmentInstruments
 }
 
 type lease struct {
@@ -111,8 +121,10 @@ func NewSegment(ctx context.Context, src Source, cfg SegmentConfig) (*Segment, e
 	}
 	s := &Segment{src: src, cfg: cfg}
 	s.step.Store(cfg.Step)
+	s.obs = newSegmentInstruments(s)
 	l, err := s.fetch(ctx)
 	if err != nil {
+		s.obs.gauges.Close()
 		return nil, err
 	}
 	s.cur.Store(l)
@@ -172,6 +184,7 @@ func (s *Segment) Close() {
 		cancel()
 		<-wait
 	}
+	s.obs.gauges.Close()
 }
 
 // advance replaces the used-up lease old with the next one: the prefetched
@@ -215,7 +228,10 @@ func (s *Segment) advance(ctx context.Context, old *lease) error {
 	}
 }
 
-func (s *Segment) fetch(ctx context.Context) (*lease, error) {
+// fetch leases the next range: the I/O the metrics count.
+func (s *Segment) fetch(ctx context.Context) (_ *lease, err error) {
+	ctx, call := s.obs.fetch.Start(ctx)
+	defer func() { err = call.End(err) }()
 	step := s.nextStep(s.cfg.Now())
 	last, err := s.src.Lease(ctx, s.cfg.Tag, step)
 	if err != nil {
@@ -242,6 +258,29 @@ func (s *Segment) nextStep(now time.Time) int64 {
 		s.step.Store(step)
 	}
 	return step
+}
+
+// remaining is how many ids the Segment hands out before it must fetch:
+// the rest of the current lease and the prefetched one (false once closed).
+func (s *Segment) remaining() (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return 0, false
+	}
+	n := s.cur.Load().left()
+	if s.next != nil {
+		n += s.next.left()
+	}
+	return n, true
+}
+
+// left is how many ids the lease has not handed out.
+func (l *lease) left() int64 {
+	if l == nil {
+		return 0
+	}
+	return max(0, l.end-l.next.Load())
 }
 
 // Step returns the size the next lease will have (before it adapts to how

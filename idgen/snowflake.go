@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/bwmarrin/snowflake"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Snowflake layout (bwmarrin's defaults, never changed here): 41 bits of
@@ -65,6 +67,11 @@ type SnowflakeConfig struct {
 	MaxClockWait time.Duration
 	// Now is the wall clock, for tests. Default time.Now.
 	Now func() time.Time
+	// MeterProvider and TracerProvider receive the checkpoint reads' and
+	// writes' metrics and spans (doc.go, Observability); nil means the
+	// global ones. Next records nothing unless it writes the checkpoint.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 // Snowflake issues 63-bit ids that grow with time, through bwmarrin/snowflake.
@@ -87,6 +94,8 @@ type Snowflake struct {
 	bgMu        sync.Mutex
 	bg          sync.WaitGroup     // the background renewal
 	cancelRenew context.CancelFunc // cancels it; nil if none runs
+
+	obs *snowflakeInstruments
 }
 
 // newNodeMu serialises snowflake.NewNode, which writes package-level
@@ -121,7 +130,7 @@ func NewSnowflake(ctx context.Context, cfg SnowflakeConfig) (*Snowflake, error) 
 	if cfg.Lease < 10*time.Millisecond || cfg.MaxClockWait < 0 {
 		return nil, fmt.Errorf("idgen: snowflake lease %v must be ≥ 10ms and max clock wait ≥ 0", cfg.Lease)
 	}
-	s := &Snowflake{cfg: cfg}
+	s := &Snowflake{cfg: cfg, obs: newSnowflakeInstruments(cfg.MeterProvider, cfg.TracerProvider)}
 	if cfg.Checkpoint != nil {
 		if err := s.waitForReservation(ctx); err != nil {
 			return nil, err
@@ -144,7 +153,11 @@ func NewSnowflake(ctx context.Context, cfg SnowflakeConfig) (*Snowflake, error) 
 	return s, nil
 }
 
-func (s *Snowflake) waitForReservation(ctx context.Context) error {
+// waitForReservation reads the checkpoint and waits for the clock to pass
+// it: the checkpoint_load operation.
+func (s *Snowflake) waitForReservation(ctx context.Context) (err error) {
+	ctx, call := s.obs.load.Start(ctx)
+	defer func() { err = call.End(err) }()
 	prev, err := s.cfg.Checkpoint.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("idgen: load snowflake checkpoint: %w", err)
@@ -166,7 +179,9 @@ func (s *Snowflake) waitForReservation(ctx context.Context) error {
 
 // reserve saves the reservation for ids up to Lease after atMs (snowflake
 // milliseconds, the node's own clock) and moves the renewal point half-way.
-func (s *Snowflake) reserve(ctx context.Context, atMs int64) error {
+func (s *Snowflake) reserve(ctx context.Context, atMs int64) (err error) {
+	ctx, call := s.obs.save.Start(ctx)
+	defer func() { err = call.End(err) }()
 	lease := s.cfg.Lease.Milliseconds()
 	until := time.UnixMilli(atMs + lease + snowflakeEpoch)
 	if err := s.cfg.Checkpoint.Save(ctx, until); err != nil {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/casebook-dev/casebook/internal/gene"
+	"github.com/casebook-dev/casebook/internal/obs"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
@@ -45,6 +46,31 @@ type batchOrder struct {
 // trip, so a batch of hundreds costs about what a few orders do. Results
 // are in the order of reqs.
 func (s *Service) CreateBatch(ctx context.Context, reqs []NewOrder) []Result {
+	ctx, call := s.obs.createBatch.Start(ctx)
+	res := s.createBatch(ctx, reqs)
+	call.End(worst(res))
+	return res
+}
+
+// worst is the error a batch is counted by: the first that is not a
+// refusal, else the first refusal, else nil.
+func worst(res []Result) error {
+	var first error
+	for _, r := range res {
+		if r.Err == nil {
+			continue
+		}
+		if outcome, _ := classify(r.Err); outcome == obs.Error {
+			return r.Err
+		}
+		if first == nil {
+			first = r.Err
+		}
+	}
+	return first
+}
+
+func (s *Service) createBatch(ctx context.Context, reqs []NewOrder) []Result {
 	b := make([]*batchOrder, len(reqs))
 	var todo []int
 	for i, n := range reqs {
@@ -323,7 +349,7 @@ func (s *Service) reserveBatch(ctx context.Context, b []*batchOrder) {
 			case reserved[bo.o.ID]:
 				bo.o.stock, bo.o.Reserved = stockReserved, true
 			default: // closed meanwhile; its close cancels what we reserved
-				o, err := s.Get(ctx, bo.o.ID)
+				o, err := s.get(ctx, bo.o.ID)
 				bo.o, bo.err = &o, err
 			}
 		}

@@ -115,13 +115,20 @@ func sameLines(a, b []Line) bool {
 // is never marked reserved cannot be paid (a callback for it becomes a
 // refund) and is closed at its deadline.
 func (s *Service) Create(ctx context.Context, n NewOrder) (Order, error) {
-	r := s.CreateBatch(ctx, []NewOrder{n})[0]
-	return r.Order, r.Err
+	ctx, call := s.obs.create.Start(ctx)
+	r := s.createBatch(ctx, []NewOrder{n})[0]
+	return r.Order, call.End(r.Err)
 }
 
 // ByRequest returns the order user created with requestID (see
 // NewOrder.RequestID), or ErrNotFound.
 func (s *Service) ByRequest(ctx context.Context, user, requestID string) (Order, error) {
+	ctx, call := s.obs.byRequest.Start(ctx)
+	o, err := s.orderByRequest(ctx, user, requestID)
+	return o, call.End(err)
+}
+
+func (s *Service) orderByRequest(ctx context.Context, user, requestID string) (Order, error) {
 	if err := validUser(user); err != nil {
 		return Order{}, err
 	}

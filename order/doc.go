@@ -145,5 +145,66 @@
 // brought up to date online, and its orders (shipped whole before parcels
 // existed included) take part in the new calls unchanged.
 //
+// # Observability
+//
+// The Service emits OpenTelemetry metrics and spans to
+// Config.MeterProvider and TracerProvider, by default the global ones (a
+// service that set none up pays no clock read, no span and no allocation:
+// a check per operation, 19 ns, internal/obs's BenchmarkOpUninstalled):
+//
+//	casebook.order.operation.duration  histogram (s)        casebook.operation, casebook.outcome, casebook.reason
+//	casebook.order.operations          counter              the same
+//	casebook.order.callbacks           counter (callbacks)  casebook.order.callback.result
+//	casebook.order.refunds             counter (refunds)    casebook.order.refund.result[, casebook.order.refund.kind]
+//	casebook.order.overdue             gauge (orders)       pending orders past their payment deadline, not closed yet
+//
+// Operations (each a span "order.<operation>") are one per exported method:
+// create, create_batch, by_request, get, get_many, user_orders, search,
+// stats, daily, put_sku, create_sku, stock_of, reserve, confirm, cancel,
+// holds, cancel_order, complete, run_due, expire, sweep, migrate,
+// start_payment, start_payment_request, payment_of, handle_callback,
+// serve_callback (one request to CallbackHandler), reconcile,
+// recover_payments, request_refund, refund_lines, refund_paid, refunds,
+// refund_of, ship_parcel, ship, parcels, relay_outbox and pending_events.
+// Calls the Service makes to its own operations (Create's batch, a
+// callback's stock confirmation, Sweep's closes, Reconcile's and
+// RecoverPayments' callbacks, the handler's HandleCallback) are not counted
+// again. Outcomes are ok, refused, canceled (the caller's context ended) and
+// error; a refusal gives its reason: invalid, bad_cursor, not_found,
+// illegal_transition, conflict, out_of_stock, hanging, refund_too_large,
+// quantity, amount_mismatch and unknown_payment (ErrCallback), signature
+// (a Verifier's refusal), too_large and method (CallbackHandler). A
+// create_batch is counted by its worst result: an error if any order met
+// one, else its first refusal, else ok.
+//
+// Callback results: paid, refund and failed (applied: the order paid, the
+// money refunded, the attempt failed), replayed (a gateway transaction
+// already decided: nothing written), amount_mismatch (amount or currency
+// differ: recorded, refused), unknown_payment (nothing written), malformed
+// (a body or fields that do not parse) and forged (a bad signature or
+// timestamp at CallbackHandler) — every callback counted once, whichever
+// way it came (HandleCallback, CallbackHandler, Reconcile,
+// RecoverPayments). Refund results: requested, with kind amount
+// (RequestRefund), lines (RefundLines) or payment (money a callback brought
+// for an order that could not take it); replayed (a repeated request or
+// RefundPaid that changed nothing); paid_back (RefundPaid marked it done).
+// The overdue gauge is read at collection, one COUNT per order table on its
+// (status, pay_deadline) index, 16 tables at a time, within 2 s (a reading
+// that fails or times out reports nothing); the index reads only the rows
+// it counts, so it costs little while RunDue and Sweep keep up, and a
+// figure above zero for long means they do not. Close stops it. No
+// attribute holds a user, an order, a payment or an amount.
+//
+// Cost, from BenchmarkTransition (a first callback: Pending → Paid) and
+// BenchmarkCallbackDuplicate with no provider, before and after
+// instrumentation (go test -run XXX -bench 'Transition|CallbackDuplicate'
+// -benchtime 2000x -count 3 ./order/, local MariaDB and Redis, 2 cores
+// shared with other work, five runs each): the same allocations (336–337
+// per transition, 30 per duplicate callback) and bytes (17.4 KB, 1.03 KB);
+// times within the runs' wide spread (a transition 1.5–2.8 ms before,
+// 1.4–3.1 ms after; a duplicate callback 56–103 µs before, 46–140 µs after).
+//
+// # Concurrency
+//
 // A Service is safe for concurrent use, by many processes at once.
 package order

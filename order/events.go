@@ -119,6 +119,12 @@ func (s *Service) emitAll(ctx context.Context, tx *sqlx.Tx, events []Event) erro
 // A relay that dies between the publisher's acknowledgement and the mark
 // publishes those rows again: delivery is at-least-once.
 func (s *Service) RelayOutbox(ctx context.Context, pub outbox.Publisher, topic string, batch int) (int, error) {
+	ctx, call := s.obs.relayOutbox.Start(ctx)
+	n, err := s.relayOutbox(ctx, pub, topic, batch)
+	return n, call.End(err)
+}
+
+func (s *Service) relayOutbox(ctx context.Context, pub outbox.Publisher, topic string, batch int) (int, error) {
 	if batch < 1 {
 		return 0, fmt.Errorf("%w: batch %d", ErrInvalid, batch)
 	}
@@ -182,6 +188,12 @@ func (s *Service) relayDB(ctx context.Context, db *sqlx.DB, pub outbox.Publisher
 
 // PendingEvents counts outbox events not yet relayed, over every database.
 func (s *Service) PendingEvents(ctx context.Context) (int64, error) {
+	ctx, call := s.obs.pendingEvents.Start(ctx)
+	n, err := s.pendingEvents(ctx)
+	return n, call.End(err)
+}
+
+func (s *Service) pendingEvents(ctx context.Context) (int64, error) {
 	var total int64
 	for _, db := range s.dbs {
 		var n int64

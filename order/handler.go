@@ -1,6 +1,7 @@
 package order
 
 import (
+	"context"
 	"crypto"
 	"crypto/hmac"
 	"crypto/rsa"
@@ -82,42 +83,54 @@ const MaxCallbackBody = 16 << 10
 // failed (the gateway retries).
 func (s *Service) CallbackHandler(v Verifier) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			http.Error(w, "POST only", http.StatusMethodNotAllowed)
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxCallbackBody))
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
-			return
-		case err != nil:
-			http.Error(w, "unreadable body", http.StatusBadRequest)
-			return
-		}
-		if err := v.Verify(r.Header, body); err != nil {
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		cb, err := DecodeCallback(body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		out, err := s.HandleCallback(r.Context(), cb)
-		switch {
-		case errors.Is(err, ErrCallback), errors.Is(err, ErrInvalid):
-			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
-			return
-		case err != nil:
-			http.Error(w, "temporarily unavailable", http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"outcome":%q}`+"\n", out)
+		ctx, call := s.obs.serveCallback.Start(r.Context())
+		call.End(s.serveCallback(ctx, v, w, r))
 	})
+}
+
+// serveCallback answers one callback request and returns what it was
+// counted as: nil, a refusal or an error.
+func (s *Service) serveCallback(ctx context.Context, v Verifier, w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return errMethod
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxCallbackBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+		s.obs.counted(ctx, cbMalformed)
+		return errTooLarge
+	case err != nil:
+		http.Error(w, "unreadable body", http.StatusBadRequest)
+		s.obs.counted(ctx, cbMalformed)
+		return fmt.Errorf("%w: unreadable callback body: %w", ErrInvalid, err)
+	}
+	if err := v.Verify(r.Header, body); err != nil {
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		s.obs.counted(ctx, cbForged)
+		return refused("signature", err) // a Verifier's own errors too
+	}
+	cb, err := DecodeCallback(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		s.obs.counted(ctx, cbMalformed)
+		return err
+	}
+	out, err := s.handleCallback(ctx, cb)
+	switch {
+	case errors.Is(err, ErrCallback), errors.Is(err, ErrInvalid):
+		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+		return err
+	case err != nil:
+		http.Error(w, "temporarily unavailable", http.StatusInternalServerError)
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"outcome":%q}`+"\n", out)
+	return nil
 }
 
 // DecodeCallback parses a callback body strictly: one JSON object with

@@ -35,6 +35,11 @@ const (
 // PutSKU creates sku with a unit price and units to sell, or sets the price
 // and adds the units to an existing one.
 func (s *Service) PutSKU(ctx context.Context, sku string, price, units int64) error {
+	ctx, call := s.obs.putSKU.Start(ctx)
+	return call.End(s.putSKU(ctx, sku, price, units))
+}
+
+func (s *Service) putSKU(ctx context.Context, sku string, price, units int64) error {
 	if err := validSKU(sku); err != nil {
 		return err
 	}
@@ -61,6 +66,12 @@ func (s *Service) PutSKU(ctx context.Context, sku string, price, units int64) er
 // ErrInvalid. Use it where a SKU's stock is fixed when it is created, such
 // as a flash sale's; PutSKU adds units.
 func (s *Service) CreateSKU(ctx context.Context, sku string, price, units int64) (bool, error) {
+	ctx, call := s.obs.createSKU.Start(ctx)
+	created, err := s.createSKU(ctx, sku, price, units)
+	return created, call.End(err)
+}
+
+func (s *Service) createSKU(ctx context.Context, sku string, price, units int64) (bool, error) {
 	if err := validSKU(sku); err != nil {
 		return false, err
 	}
@@ -78,7 +89,7 @@ func (s *Service) CreateSKU(ctx context.Context, sku string, price, units int64)
 		}
 		return true, nil
 	}
-	had, err := s.StockOf(ctx, sku)
+	had, err := s.stockOf(ctx, sku)
 	if err != nil {
 		return false, err
 	}
@@ -90,6 +101,12 @@ func (s *Service) CreateSKU(ctx context.Context, sku string, price, units int64)
 
 // StockOf returns sku's inventory.
 func (s *Service) StockOf(ctx context.Context, sku string) (Stock, error) {
+	ctx, call := s.obs.stockOf.Start(ctx)
+	st, err := s.stockOf(ctx, sku)
+	return st, call.End(err)
+}
+
+func (s *Service) stockOf(ctx context.Context, sku string) (Stock, error) {
 	if err := validSKU(sku); err != nil {
 		return Stock{}, err
 	}
@@ -111,6 +128,11 @@ func (s *Service) StockOf(ctx context.Context, sku string) (Stock, error) {
 // refused with ErrHanging; too few units is ErrOutOfStock and reserves
 // nothing.
 func (s *Service) Reserve(ctx context.Context, order int64, sku string, qty int64) error {
+	ctx, call := s.obs.reserve.Start(ctx)
+	return call.End(s.reserve(ctx, order, sku, qty))
+}
+
+func (s *Service) reserve(ctx context.Context, order int64, sku string, qty int64) error {
 	if err := validSKU(sku); err != nil {
 		return err
 	}
@@ -191,7 +213,8 @@ func (s *Service) shortage(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, sku
 // once. Confirming a cancelled or missing reservation is
 // ErrIllegalTransition.
 func (s *Service) Confirm(ctx context.Context, order int64, sku string) error {
-	return s.settle(ctx, order, sku, barrierConfirmed)
+	ctx, call := s.obs.confirm.Start(ctx)
+	return call.End(s.settle(ctx, order, sku, barrierConfirmed))
 }
 
 // Cancel releases order's reservation of sku (locked → available), once. A
@@ -199,7 +222,8 @@ func (s *Service) Confirm(ctx context.Context, order int64, sku string) error {
 // cancel and changes no stock, so that the late Reserve is refused.
 // Cancelling a confirmed sale is ErrIllegalTransition.
 func (s *Service) Cancel(ctx context.Context, order int64, sku string) error {
-	return s.settle(ctx, order, sku, barrierCancelled)
+	ctx, call := s.obs.cancel.Start(ctx)
+	return call.End(s.settle(ctx, order, sku, barrierCancelled))
 }
 
 func (s *Service) settle(ctx context.Context, order int64, sku, to string) error {
@@ -285,6 +309,12 @@ const (
 // had, so it is for reconciling a SKU of bounded sales (a flash sale's), not
 // a catalogue's best seller.
 func (s *Service) Holds(ctx context.Context, sku string) (Stock, []Hold, error) {
+	ctx, call := s.obs.holds.Start(ctx)
+	st, holds, err := s.holds(ctx, sku)
+	return st, holds, call.End(err)
+}
+
+func (s *Service) holds(ctx context.Context, sku string) (Stock, []Hold, error) {
 	if err := validSKU(sku); err != nil {
 		return Stock{}, nil, err
 	}

@@ -17,6 +17,12 @@ import (
 // Cancelling an order already closed returns it unchanged; cancelling a paid
 // one is ErrIllegalTransition (refund it instead).
 func (s *Service) CancelOrder(ctx context.Context, id int64, reason string) (Order, error) {
+	ctx, call := s.obs.cancelOrder.Start(ctx)
+	o, err := s.cancelOrder(ctx, id, reason)
+	return o, call.End(err)
+}
+
+func (s *Service) cancelOrder(ctx context.Context, id int64, reason string) (Order, error) {
 	if reason != ReasonUserCancel && reason != ReasonOperatorCancel {
 		return Order{}, fmt.Errorf("%w: cancel reason %q", ErrInvalid, reason)
 	}
@@ -59,9 +65,9 @@ func (s *Service) settleStock(ctx context.Context, o *Order) error {
 	for _, it := range o.Items {
 		var err error
 		if o.Status == Closed {
-			err = s.Cancel(ctx, o.ID, it.SKU)
+			err = s.settle(ctx, o.ID, it.SKU, barrierCancelled)
 		} else {
-			err = s.Confirm(ctx, o.ID, it.SKU)
+			err = s.settle(ctx, o.ID, it.SKU, barrierConfirmed)
 		}
 		if err != nil {
 			return fmt.Errorf("order: settle stock of %d: %w", o.ID, err)
@@ -79,6 +85,12 @@ func (s *Service) settleStock(ctx context.Context, o *Order) error {
 // AutoComplete passed). An order already completed is returned unchanged;
 // any other status but shipped is ErrIllegalTransition.
 func (s *Service) Complete(ctx context.Context, id int64) (Order, error) {
+	ctx, call := s.obs.complete.Start(ctx)
+	o, err := s.complete(ctx, id)
+	return o, call.End(err)
+}
+
+func (s *Service) complete(ctx context.Context, id int64) (Order, error) {
 	return s.step(ctx, id, Shipped, Completed, "")
 }
 
@@ -135,6 +147,12 @@ func (s *Service) schedule(ctx context.Context, kind string, id int64, due time.
 // returns how many orders it moved. An order whose state changed meanwhile
 // (paid before its deadline) is skipped.
 func (s *Service) RunDue(ctx context.Context, batch int) (int, error) {
+	ctx, call := s.obs.runDue.Start(ctx)
+	n, err := s.runDue(ctx, batch)
+	return n, call.End(err)
+}
+
+func (s *Service) runDue(ctx context.Context, batch int) (int, error) {
 	if batch < 1 {
 		return 0, fmt.Errorf("%w: batch %d", ErrInvalid, batch)
 	}
@@ -166,15 +184,21 @@ func (s *Service) RunDue(ctx context.Context, batch int) (int, error) {
 // reservation) — and returns the order as it then is. A payment racing it is
 // decided by the same conditional UPDATE: exactly one wins.
 func (s *Service) Expire(ctx context.Context, id int64) (Order, error) {
+	ctx, call := s.obs.expire.Start(ctx)
+	o, err := s.expire(ctx, id)
+	return o, call.End(err)
+}
+
+func (s *Service) expire(ctx context.Context, id int64) (Order, error) {
 	if _, err := s.due(ctx, queueClose, id); err != nil {
 		return Order{}, err
 	}
-	return s.Get(ctx, id)
+	return s.get(ctx, id)
 }
 
 // due applies one due timeout if it still applies.
 func (s *Service) due(ctx context.Context, kind string, id int64) (bool, error) {
-	o, err := s.Get(ctx, id)
+	o, err := s.get(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
@@ -186,7 +210,7 @@ func (s *Service) due(ctx context.Context, kind string, id int64) (bool, error) 
 	case kind == queueClose && o.Status == Pending && !now.Before(o.PayDeadline):
 		_, err = s.close(ctx, id, ReasonTimeout)
 	case kind == queueComplete && o.Status == Shipped && !now.Before(o.ShippedAt.Add(s.cfg.AutoComplete)):
-		_, err = s.Complete(ctx, id)
+		_, err = s.complete(ctx, id)
 	default:
 		return false, nil
 	}
@@ -211,6 +235,12 @@ type SweepReport struct {
 // left unreturned — at most batch of each per table. Run it every minute or
 // so; it is idempotent and safe beside RunDue and other sweepers.
 func (s *Service) Sweep(ctx context.Context, batch int) (SweepReport, error) {
+	ctx, call := s.obs.sweep.Start(ctx)
+	rep, err := s.sweep(ctx, batch)
+	return rep, call.End(err)
+}
+
+func (s *Service) sweep(ctx context.Context, batch int) (SweepReport, error) {
 	var rep SweepReport
 	var restockErrs []error
 	if batch < 1 {
@@ -243,7 +273,7 @@ func (s *Service) Sweep(ctx context.Context, batch int) (SweepReport, error) {
 			}
 		}
 		for _, id := range unsettled {
-			o, err := s.Get(ctx, id)
+			o, err := s.get(ctx, id)
 			if err != nil {
 				return rep, err
 			}

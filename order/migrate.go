@@ -156,6 +156,11 @@ var (
 
 // Migrate creates every table that does not exist yet, on every database.
 func (s *Service) Migrate(ctx context.Context) error {
+	ctx, call := s.obs.migrate.Start(ctx)
+	return call.End(s.migrate(ctx))
+}
+
+func (s *Service) migrate(ctx context.Context) error {
 	type job struct {
 		db *sqlx.DB
 		t  sqlutil.Table

@@ -153,6 +153,12 @@ func (s *Service) forUpdate(lock bool) string {
 
 // Get returns order id, read from the one table its gene routes to.
 func (s *Service) Get(ctx context.Context, id int64) (Order, error) {
+	ctx, call := s.obs.get.Start(ctx)
+	o, err := s.get(ctx, id)
+	return o, call.End(err)
+}
+
+func (s *Service) get(ctx context.Context, id int64) (Order, error) {
 	if id <= 0 {
 		return Order{}, fmt.Errorf("%w: order id %d", ErrInvalid, id)
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/gene"
@@ -81,6 +83,11 @@ type Config struct {
 	// primary, so those answers may miss the last moments; everything else
 	// (Get, UserOrders, every write) stays on the primaries.
 	ReadReplicas []*sqlx.DB
+	// MeterProvider and TracerProvider receive the Service's metrics and
+	// spans (doc.go, Observability); nil means the global ones, which cost
+	// nothing until the service installs a provider.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 // Service records orders, their inventory reservations and payments in
@@ -96,6 +103,7 @@ type Service struct {
 	space     keys.Space
 	idSource  *idgen.SQLSource
 	ids       *gene.IDs
+	obs       *instruments
 }
 
 // New returns a Service over dbs (N databases; the README's 8 for the seed),
@@ -146,17 +154,19 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return &Service{
+	s := &Service{
 		rdb: rdb, dbs: dbs, cfg: cfg, orders: orders, reports: reports, inventory: inventory, idSource: idSource, genes: gene.Genes,
 		ids: gene.NewIDs(idSource, "order", cfg.IDStep), space: keys.NewSpace(keys.Join(cfg.Namespace, "order")),
-	}, nil
+	}
+	s.obs = newInstruments(s, cfg.MeterProvider, cfg.TracerProvider)
+	return s, nil
 }
 
-// Close stops the id segment's background lease. It is safe to call twice;
-// the databases and Redis client are the caller's.
+// Close stops the id segment's background lease and the overdue gauge. It
+// is safe to call twice; the databases and Redis client are the caller's.
 func (s *Service) Close() error {
 	s.ids.Close()
-	return nil
+	return s.obs.gauges.Close()
 }
 
 // isMySQL reports the dialect of every database.

@@ -45,7 +45,9 @@ const (
 // request twice (a double click, a retry after a lost reply) should call
 // StartPaymentRequest instead.
 func (s *Service) StartPayment(ctx context.Context, orderID int64, channel string) (Payment, error) {
-	return s.startPayment(ctx, orderID, channel, "")
+	ctx, call := s.obs.startPayment.Start(ctx)
+	p, err := s.startPayment(ctx, orderID, channel, "")
+	return p, call.End(err)
 }
 
 // StartPaymentRequest is StartPayment made idempotent by requestID (1..64
@@ -55,6 +57,12 @@ func (s *Service) StartPayment(ctx context.Context, orderID int64, channel strin
 // another channel is ErrInvalid. A different request id makes another
 // attempt, as StartPayment does.
 func (s *Service) StartPaymentRequest(ctx context.Context, orderID int64, channel, requestID string) (Payment, error) {
+	ctx, call := s.obs.startPaymentRequest.Start(ctx)
+	p, err := s.startPaymentRequest(ctx, orderID, channel, requestID)
+	return p, call.End(err)
+}
+
+func (s *Service) startPaymentRequest(ctx context.Context, orderID int64, channel, requestID string) (Payment, error) {
 	if err := validUser(requestID); err != nil {
 		return Payment{}, fmt.Errorf("%w: request id %q", ErrInvalid, requestID)
 	}
@@ -75,7 +83,7 @@ func (s *Service) startPayment(ctx context.Context, orderID int64, channel, requ
 			return p, err
 		}
 	}
-	o, err := s.Get(ctx, orderID)
+	o, err := s.get(ctx, orderID)
 	if err != nil {
 		return Payment{}, err
 	}
@@ -131,6 +139,12 @@ func (s *Service) paymentByRequest(ctx context.Context, sh shard.Shard, dedupe, 
 
 // PaymentOf returns payment attempt payNo.
 func (s *Service) PaymentOf(ctx context.Context, payNo int64) (Payment, error) {
+	ctx, call := s.obs.paymentOf.Start(ctx)
+	p, err := s.paymentOf(ctx, payNo)
+	return p, call.End(err)
+}
+
+func (s *Service) paymentOf(ctx context.Context, payNo int64) (Payment, error) {
 	sh := s.shardOfID(payNo)
 	return s.loadPayment(ctx, sh.DB, sh, payNo, false)
 }
@@ -183,11 +197,21 @@ const (
 // it is one transaction; the paid order's stock is confirmed after the
 // commit (and by Sweep if the process dies first).
 func (s *Service) HandleCallback(ctx context.Context, cb Callback) (Outcome, error) {
+	ctx, call := s.obs.handleCallback.Start(ctx)
+	out, err := s.handleCallback(ctx, cb)
+	return out, call.End(err)
+}
+
+func (s *Service) handleCallback(ctx context.Context, cb Callback) (Outcome, error) {
 	if cb.PayNo <= 0 || validUser(cb.GatewayTxn) != nil {
+		s.obs.counted(ctx, cbMalformed)
 		return "", fmt.Errorf("%w: callback for payment %d, gateway txn %q", ErrInvalid, cb.PayNo, cb.GatewayTxn)
 	}
 	sh := s.shardOfID(cb.PayNo)
 	if out, ok, err := s.seen(ctx, sh.DB, sh, cb.GatewayTxn); err != nil || ok {
+		if ok {
+			s.obs.counted(ctx, cbReplayed)
+		}
 		return out, err
 	}
 	refundNo, err := s.newIDWithGene(ctx, s.genes.Gene(cb.PayNo)) // in case one is due: it lives beside the payment
@@ -197,9 +221,10 @@ func (s *Service) HandleCallback(ctx context.Context, cb Callback) (Outcome, err
 	var out Outcome
 	var detail string
 	var paid Order
+	var replayed bool
 	err = inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
 		if prev, ok, err := s.seen(ctx, tx, sh, cb.GatewayTxn); err != nil || ok {
-			out = prev
+			out, replayed = prev, ok
 			return err
 		}
 		out, detail, paid = "", "", Order{}
@@ -214,20 +239,45 @@ func (s *Service) HandleCallback(ctx context.Context, cb Callback) (Outcome, err
 	})
 	if sqlutil.IsDuplicate(err) { // a concurrent delivery of the same txn won
 		out, _, err = s.seen(ctx, sh.DB, sh, cb.GatewayTxn)
+		if err == nil {
+			s.obs.counted(ctx, cbReplayed)
+		}
 		return out, err
 	}
 	if err != nil {
+		if r, ok := errors.AsType[*refusal](err); ok {
+			s.obs.counted(ctx, r.reason)
+		}
 		return "", fmt.Errorf("order: callback %s: %w", cb.GatewayTxn, err)
 	}
+	s.countCallback(ctx, out, replayed)
 	if out == OutcomePaid {
 		if err := s.settleStock(ctx, &paid); err != nil {
 			return out, err // paid stands; Sweep settles the stock
 		}
 	}
 	if out == OutcomeRejected {
-		return out, fmt.Errorf("%w: %s", ErrCallback, detail)
+		return out, refused(cbMismatch, fmt.Errorf("%w: %s", ErrCallback, detail))
 	}
 	return out, nil
+}
+
+// countCallback counts a callback decided by this call (or found decided,
+// replayed) and the refund it requested.
+func (s *Service) countCallback(ctx context.Context, out Outcome, replayed bool) {
+	switch {
+	case replayed:
+		s.obs.counted(ctx, cbReplayed)
+	case out == OutcomePaid:
+		s.obs.counted(ctx, cbPaid)
+	case out == OutcomeRefund:
+		s.obs.counted(ctx, cbRefund)
+		s.obs.refunded(ctx, refundRequested, kindPayment)
+	case out == OutcomeFailed:
+		s.obs.counted(ctx, cbFailed)
+	case out == OutcomeRejected:
+		s.obs.counted(ctx, cbMismatch)
+	}
 }
 
 // seen returns the recorded outcome of a callback already handled.
@@ -247,7 +297,7 @@ func (s *Service) seen(ctx context.Context, q querier, sh shard.Shard, txn strin
 func (s *Service) apply(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, cb Callback, refundNo int64) (Outcome, string, Order, error) {
 	p, err := s.loadPayment(ctx, tx, sh, cb.PayNo, true)
 	if errors.Is(err, ErrNotFound) { // nothing to attach a record to: refuse, write nothing
-		return "", "", Order{}, fmt.Errorf("%w: %w", ErrCallback, err)
+		return "", "", Order{}, refused(cbUnknownPayment, fmt.Errorf("%w: %w", ErrCallback, err))
 	}
 	if err != nil {
 		return "", "", Order{}, err

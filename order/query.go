@@ -20,6 +20,12 @@ var ErrBadCursor = fmt.Errorf("%w: bad cursor", ErrInvalid)
 // ("" for the first page), and the cursor of the next page ("" at the end).
 // They live in one table, read by the (user, id) index.
 func (s *Service) UserOrders(ctx context.Context, user, cursor string, n int) ([]Order, string, error) {
+	ctx, call := s.obs.userOrders.Start(ctx)
+	list, next, err := s.userOrders(ctx, user, cursor, n)
+	return list, next, call.End(err)
+}
+
+func (s *Service) userOrders(ctx context.Context, user, cursor string, n int) ([]Order, string, error) {
 	if err := validUser(user); err != nil {
 		return nil, "", err
 	}
@@ -69,6 +75,12 @@ type Filter struct {
 // table asked for at most n through its created_at index, merged in order),
 // and the next cursor ("" at the end).
 func (s *Service) Search(ctx context.Context, f Filter, cursor string, n int) ([]Order, string, error) {
+	ctx, call := s.obs.search.Start(ctx)
+	list, next, err := s.search(ctx, f, cursor, n)
+	return list, next, call.End(err)
+}
+
+func (s *Service) search(ctx context.Context, f Filter, cursor string, n int) ([]Order, string, error) {
 	if n < 1 || n > 500 {
 		return nil, "", fmt.Errorf("%w: page size %d (1..500)", ErrInvalid, n)
 	}
@@ -125,6 +137,12 @@ type DayStats struct {
 
 // Stats counts the orders created in [from, to) over every table.
 func (s *Service) Stats(ctx context.Context, from, to time.Time) (DayStats, error) {
+	ctx, call := s.obs.stats.Start(ctx)
+	day, err := s.stats(ctx, from, to)
+	return day, call.End(err)
+}
+
+func (s *Service) stats(ctx context.Context, from, to time.Time) (DayStats, error) {
 	if !from.Before(to) {
 		return DayStats{}, fmt.Errorf("%w: stats over [%v, %v)", ErrInvalid, from, to)
 	}
@@ -144,6 +162,12 @@ const maxDays = 366
 // grouped by day, summed over the tables. Days start at local midnight, so
 // a day is 23 or 25 hours long across a DST change.
 func (s *Service) Daily(ctx context.Context, from, to time.Time, loc *time.Location) ([]DayStats, error) {
+	ctx, call := s.obs.daily.Start(ctx)
+	days, err := s.daily(ctx, from, to, loc)
+	return days, call.End(err)
+}
+
+func (s *Service) daily(ctx context.Context, from, to time.Time, loc *time.Location) ([]DayStats, error) {
 	if loc == nil {
 		return nil, fmt.Errorf("%w: daily stats need a location", ErrInvalid)
 	}
@@ -211,6 +235,12 @@ func (s *Service) count(ctx context.Context, bounds []time.Time) ([]DayStats, er
 // GetMany returns the orders of ids that exist, by id, reading each table
 // once (one IN query per table the ids route to).
 func (s *Service) GetMany(ctx context.Context, ids []int64) (map[int64]Order, error) {
+	ctx, call := s.obs.getMany.Start(ctx)
+	byID, err := s.getMany(ctx, ids)
+	return byID, call.End(err)
+}
+
+func (s *Service) getMany(ctx context.Context, ids []int64) (map[int64]Order, error) {
 	byTable := map[shard.Shard][]int64{}
 	for _, id := range ids {
 		if id <= 0 {

@@ -106,6 +106,12 @@ const DefaultGrace = 24*time.Hour + 4*time.Minute
 // kind and transaction, and applied callbacks are idempotent. A negative
 // grace or an empty window is ErrInvalid.
 func (s *Service) Reconcile(ctx context.Context, lines []StatementLine, from, to time.Time, grace time.Duration) (ReconcileReport, error) {
+	ctx, call := s.obs.reconcile.Start(ctx)
+	rep, err := s.reconcile(ctx, lines, from, to, grace)
+	return rep, call.End(err)
+}
+
+func (s *Service) reconcile(ctx context.Context, lines []StatementLine, from, to time.Time, grace time.Duration) (ReconcileReport, error) {
 	var rep ReconcileReport
 	if grace < 0 || !from.Before(to) {
 		return rep, fmt.Errorf("%w: reconcile [%v, %v) with grace %v", ErrInvalid, from, to, grace)
@@ -152,7 +158,7 @@ func (s *Service) Reconcile(ctx context.Context, lines []StatementLine, from, to
 
 func (s *Service) reconcileLine(ctx context.Context, rep *ReconcileReport, l StatementLine, now time.Time, grace time.Duration) error {
 	sh := s.shardOfID(l.PayNo)
-	p, err := s.PaymentOf(ctx, l.PayNo)
+	p, err := s.paymentOf(ctx, l.PayNo)
 	if errors.Is(err, ErrNotFound) {
 		return s.review(ctx, rep, Diff{Kind: DiffUnknownPayment, GatewayTxn: l.GatewayTxn, PayNo: l.PayNo, Detail: "no such payment"})
 	}
@@ -173,7 +179,7 @@ func (s *Service) reconcileLine(ctx context.Context, rep *ReconcileReport, l Sta
 		rep.Awaiting++
 		return nil
 	}
-	out, err := s.HandleCallback(ctx, Callback{PayNo: l.PayNo, GatewayTxn: l.GatewayTxn, Amount: l.Amount, Currency: p.Currency, Success: true, PaidAt: l.Time})
+	out, err := s.handleCallback(ctx, Callback{PayNo: l.PayNo, GatewayTxn: l.GatewayTxn, Amount: l.Amount, Currency: p.Currency, Success: true, PaidAt: l.Time})
 	if err != nil && !errors.Is(err, ErrCallback) {
 		return err
 	}

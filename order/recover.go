@@ -33,6 +33,12 @@ const RecoverLookback = 24*time.Hour + 4*time.Minute
 // minutes, and once more before closing a batch of orders; older closed
 // orders are left to Reconcile.
 func (s *Service) RecoverPayments(ctx context.Context, ch Channel, within time.Duration, batch int) (int, error) {
+	ctx, call := s.obs.recoverPayments.Start(ctx)
+	n, err := s.recoverPayments(ctx, ch, within, batch)
+	return n, call.End(err)
+}
+
+func (s *Service) recoverPayments(ctx context.Context, ch Channel, within time.Duration, batch int) (int, error) {
 	if batch < 1 || within < 0 {
 		return 0, fmt.Errorf("%w: batch %d, within %v", ErrInvalid, batch, within)
 	}
@@ -57,7 +63,7 @@ func (s *Service) RecoverPayments(ctx context.Context, ch Channel, within time.D
 		if !found {
 			continue
 		}
-		if _, err := s.HandleCallback(ctx, cb); err != nil && !errors.Is(err, ErrCallback) {
+		if _, err := s.handleCallback(ctx, cb); err != nil && !errors.Is(err, ErrCallback) {
 			return resolved, err
 		}
 		resolved++

@@ -72,20 +72,41 @@ func (s *Service) insertRefund(ctx context.Context, tx *sqlx.Tx, sh shard.Shard,
 // order, of either kind, and a repeat that asks for another amount, or
 // names a line refund's id, is ErrInvalid.
 func (s *Service) RequestRefund(ctx context.Context, orderID, amount int64, reason, requestID string) (Refund, error) {
+	ctx, call := s.obs.requestRefund.Start(ctx)
+	r, fresh, err := s.amountRefund(ctx, orderID, amount, reason, requestID)
+	s.countRefund(ctx, fresh, kindAmount, err)
+	return r, call.End(err)
+}
+
+// countRefund counts a refund request: fresh, one recorded by this call
+// (of kind); otherwise, when it succeeded, a repeat.
+func (s *Service) countRefund(ctx context.Context, fresh bool, kind string, err error) {
+	switch {
+	case fresh:
+		s.obs.refunded(ctx, refundRequested, kind)
+	case err == nil:
+		s.obs.refunded(ctx, refundReplayed, "")
+	}
+}
+
+// amountRefund is RequestRefund; fresh reports a refund recorded by this
+// call (not a repeat's).
+func (s *Service) amountRefund(ctx context.Context, orderID, amount int64, reason, requestID string) (_ Refund, fresh bool, _ error) {
 	if amount < 1 || reason == "" || len(reason) > 32 || validUser(requestID) != nil {
-		return Refund{}, fmt.Errorf("%w: refund of %d, reason %q, request %q", ErrInvalid, amount, reason, requestID)
+		return Refund{}, false, fmt.Errorf("%w: refund of %d, reason %q, request %q", ErrInvalid, amount, reason, requestID)
 	}
 	if orderID <= 0 {
-		return Refund{}, fmt.Errorf("%w: order id %d", ErrInvalid, orderID)
+		return Refund{}, false, fmt.Errorf("%w: order id %d", ErrInvalid, orderID)
 	}
 	sh := s.shardOfID(orderID)
 	dedupe := dedupeKey(refundRequest, strconv.FormatInt(orderID, 10), requestID)
 	if r, err := s.refundBy(ctx, sh.DB, sh, "dedupe", dedupe); err == nil || !errors.Is(err, ErrNotFound) {
-		return repeatedRefund(r, err, amount, requestID)
+		r, err := repeatedRefund(r, err, amount, requestID)
+		return r, false, err
 	}
 	refundNo, err := s.newIDWithGene(ctx, s.genes.Gene(orderID))
 	if err != nil {
-		return Refund{}, err
+		return Refund{}, false, err
 	}
 	r := Refund{RefundNo: refundNo, OrderID: orderID, Amount: amount, Reason: reason, Status: RefundRequested}
 	var twin *Refund
@@ -115,15 +136,18 @@ func (s *Service) RequestRefund(ctx context.Context, orderID, amount int64, reas
 	})
 	if sqlutil.IsDuplicate(err) {
 		r, err := s.refundBy(ctx, sh.DB, sh, "dedupe", dedupe)
-		return repeatedRefund(r, err, amount, requestID)
+		r, err = repeatedRefund(r, err, amount, requestID)
+		return r, false, err
 	}
 	if err != nil {
-		return Refund{}, err
+		return Refund{}, false, err
 	}
 	if twin != nil { // a concurrent twin of the request won (it made the order Refunding)
-		return repeatedRefund(*twin, nil, amount, requestID)
+		r, err := repeatedRefund(*twin, nil, amount, requestID)
+		return r, false, err
 	}
-	return s.refundBy(ctx, sh.DB, sh, "refund_no", refundNo)
+	r, err = s.refundBy(ctx, sh.DB, sh, "refund_no", refundNo)
+	return r, true, err
 }
 
 // repeatedRefund answers a repeat of an amount refund request: the first
@@ -147,11 +171,19 @@ func repeatedRefund(r Refund, err error, amount int64, requestID string) (Refund
 // no other refund of it is due, and otherwise keeps its status. A refund
 // marked done before is a no-op.
 func (s *Service) RefundPaid(ctx context.Context, refundNo int64) (Refund, error) {
+	ctx, call := s.obs.refundPaid.Start(ctx)
+	r, err := s.refundPaid(ctx, refundNo)
+	return r, call.End(err)
+}
+
+func (s *Service) refundPaid(ctx context.Context, refundNo int64) (Refund, error) {
 	if refundNo <= 0 {
 		return Refund{}, fmt.Errorf("%w: refund %d", ErrInvalid, refundNo)
 	}
 	sh := s.shardOfID(refundNo)
+	var marked bool // by this call: not done before, nor by a concurrent twin
 	err := inTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
+		marked = false
 		r, err := s.refundBy(ctx, tx, sh, "refund_no", refundNo)
 		if err != nil || r.Status == RefundDone {
 			return err
@@ -169,6 +201,7 @@ func (s *Service) RefundPaid(ctx context.Context, refundNo int64) (Refund, error
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return err // a concurrent twin marked it done first, and counted it
 		}
+		marked = true
 		own, err := s.ownRefund(ctx, tx, sh, refundNo)
 		if err != nil || !own || o.PayNo != r.PayNo {
 			return err // a refund of money the order never took (late or second payment)
@@ -189,6 +222,11 @@ func (s *Service) RefundPaid(ctx context.Context, refundNo int64) (Refund, error
 	})
 	if err != nil {
 		return Refund{}, err
+	}
+	if marked {
+		s.obs.refunded(ctx, refundPaidBack, "")
+	} else {
+		s.obs.refunded(ctx, refundReplayed, "")
 	}
 	return s.refundBy(ctx, sh.DB, sh, "refund_no", refundNo)
 }
@@ -229,6 +267,12 @@ func (s *Service) ownRefund(ctx context.Context, tx *sqlx.Tx, sh shard.Shard, re
 
 // Refunds lists the refunds of an order, with their lines.
 func (s *Service) Refunds(ctx context.Context, orderID int64) ([]Refund, error) {
+	ctx, call := s.obs.refunds.Start(ctx)
+	rs, err := s.refundsOf(ctx, orderID)
+	return rs, call.End(err)
+}
+
+func (s *Service) refundsOf(ctx context.Context, orderID int64) ([]Refund, error) {
 	if orderID <= 0 {
 		return nil, fmt.Errorf("%w: order id %d", ErrInvalid, orderID)
 	}
@@ -251,6 +295,12 @@ func (s *Service) Refunds(ctx context.Context, orderID int64) ([]Refund, error) 
 // RefundOf returns refund refundNo with its lines: what the consumer of an
 // EventRefundRequested reads to learn a line refund's units.
 func (s *Service) RefundOf(ctx context.Context, refundNo int64) (Refund, error) {
+	ctx, call := s.obs.refundOf.Start(ctx)
+	r, err := s.refundOf(ctx, refundNo)
+	return r, call.End(err)
+}
+
+func (s *Service) refundOf(ctx context.Context, refundNo int64) (Refund, error) {
 	if refundNo <= 0 {
 		return Refund{}, fmt.Errorf("%w: refund %d", ErrInvalid, refundNo)
 	}

@@ -52,23 +52,33 @@ import (
 // with the error: it stands, and a repeat of the request or Sweep finishes
 // the restock.
 func (s *Service) RefundLines(ctx context.Context, orderID int64, lines []Line, reason, requestID string) (Refund, error) {
+	ctx, call := s.obs.refundLines.Start(ctx)
+	r, fresh, err := s.refundLines(ctx, orderID, lines, reason, requestID)
+	s.countRefund(ctx, fresh, kindLines, err)
+	return r, call.End(err)
+}
+
+// refundLines is RefundLines; fresh reports a refund recorded by this call
+// (not a repeat's), which stands even if its restock then failed.
+func (s *Service) refundLines(ctx context.Context, orderID int64, lines []Line, reason, requestID string) (_ Refund, fresh bool, _ error) {
 	if orderID <= 0 {
-		return Refund{}, fmt.Errorf("%w: order id %d", ErrInvalid, orderID)
+		return Refund{}, false, fmt.Errorf("%w: order id %d", ErrInvalid, orderID)
 	}
 	if reason == "" || len(reason) > 32 || validUser(requestID) != nil {
-		return Refund{}, fmt.Errorf("%w: line refund, reason %q, request %q", ErrInvalid, reason, requestID)
+		return Refund{}, false, fmt.Errorf("%w: line refund, reason %q, request %q", ErrInvalid, reason, requestID)
 	}
 	if err := validLines(lines); err != nil {
-		return Refund{}, err
+		return Refund{}, false, err
 	}
 	sh := s.shardOfID(orderID)
 	dedupe := dedupeKey(refundRequest, strconv.FormatInt(orderID, 10), requestID)
 	if r, err := s.refundBy(ctx, sh.DB, sh, "dedupe", dedupe); err == nil || !errors.Is(err, ErrNotFound) {
-		return s.repeatedLineRefund(ctx, r, err, lines, requestID)
+		r, err := s.repeatedLineRefund(ctx, r, err, lines, requestID)
+		return r, false, err
 	}
 	refundNo, err := s.newIDWithGene(ctx, s.genes.Gene(orderID))
 	if err != nil {
-		return Refund{}, err
+		return Refund{}, false, err
 	}
 	var o Order
 	var wasShipped bool
@@ -128,22 +138,24 @@ func (s *Service) RefundLines(ctx context.Context, orderID int64, lines []Line, 
 	})
 	if sqlutil.IsDuplicate(err) { // a concurrent twin of the request won
 		r, err := s.refundBy(ctx, sh.DB, sh, "dedupe", dedupe)
-		return s.repeatedLineRefund(ctx, r, err, lines, requestID)
+		r, err = s.repeatedLineRefund(ctx, r, err, lines, requestID)
+		return r, false, err
 	}
 	if err != nil {
-		return Refund{}, err
+		return Refund{}, false, err
 	}
 	if twin != nil {
-		return s.repeatedLineRefund(ctx, *twin, nil, lines, requestID)
+		r, err := s.repeatedLineRefund(ctx, *twin, nil, lines, requestID)
+		return r, false, err
 	}
 	if !wasShipped && o.Status == Shipped {
 		s.schedule(ctx, queueComplete, orderID, o.ShippedAt.Add(s.cfg.AutoComplete))
 	}
 	r, err := s.refundBy(ctx, sh.DB, sh, "refund_no", refundNo)
-	if err != nil {
-		return r, err
+	if err == nil {
+		r, err = s.restock(ctx, r)
 	}
-	return s.restock(ctx, r)
+	return r, true, err
 }
 
 // twinRefund returns, inside tx and after the order's row lock, the refund
@@ -204,7 +216,7 @@ func (s *Service) restock(ctx context.Context, r Refund) (Refund, error) {
 		if l.Restocked {
 			continue
 		}
-		if err := s.Confirm(ctx, r.OrderID, l.SKU); err != nil {
+		if err := s.settle(ctx, r.OrderID, l.SKU, barrierConfirmed); err != nil {
 			return r, fmt.Errorf("order: restock refund %d: %w", r.RefundNo, err)
 		}
 		if err := s.returnStock(ctx, r.RefundNo, r.OrderID, l.SKU, l.Qty); err != nil {

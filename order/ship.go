@@ -52,6 +52,12 @@ type NewParcel struct {
 // an order that is not Paid or PartiallyShipped (an amount refund being
 // paid back included) is ErrIllegalTransition: each changes nothing.
 func (s *Service) ShipParcel(ctx context.Context, orderID int64, p NewParcel) (Parcel, Order, error) {
+	ctx, call := s.obs.shipParcel.Start(ctx)
+	parcel, o, err := s.shipParcel(ctx, orderID, p)
+	return parcel, o, call.End(err)
+}
+
+func (s *Service) shipParcel(ctx context.Context, orderID int64, p NewParcel) (Parcel, Order, error) {
 	if err := validUser(p.RequestID); err != nil {
 		return Parcel{}, Order{}, fmt.Errorf("%w: parcel request id %q", ErrInvalid, p.RequestID)
 	}
@@ -70,6 +76,12 @@ func (s *Service) ShipParcel(ctx context.Context, orderID int64, p NewParcel) (P
 // other status, or a paid order with nothing left to ship (every unit
 // refunded), is ErrIllegalTransition.
 func (s *Service) Ship(ctx context.Context, id int64) (Order, error) {
+	ctx, call := s.obs.ship.Start(ctx)
+	o, err := s.shipAll(ctx, id)
+	return o, call.End(err)
+}
+
+func (s *Service) shipAll(ctx context.Context, id int64) (Order, error) {
 	_, o, err := s.ship(ctx, id, NewParcel{})
 	return o, err
 }
@@ -185,7 +197,7 @@ func (s *Service) repeatedParcel(ctx context.Context, got Parcel, err error, p N
 	if !sameLines(got.Lines, p.Lines) || got.Tracking != p.Tracking {
 		return Parcel{}, Order{}, fmt.Errorf("%w: parcel request %q of order %d shipped other lines (parcel %d)", ErrInvalid, p.RequestID, got.OrderID, got.ParcelNo)
 	}
-	o, err := s.Get(ctx, got.OrderID)
+	o, err := s.get(ctx, got.OrderID)
 	return got, o, err
 }
 
@@ -224,6 +236,12 @@ func (s *Service) parcelBy(ctx context.Context, q querier, sh shard.Shard, dedup
 // Parcels lists the parcels of an order, oldest first. An order shipped
 // whole before parcels existed has none.
 func (s *Service) Parcels(ctx context.Context, orderID int64) ([]Parcel, error) {
+	ctx, call := s.obs.parcels.Start(ctx)
+	ps, err := s.parcelsOf(ctx, orderID)
+	return ps, call.End(err)
+}
+
+func (s *Service) parcelsOf(ctx context.Context, orderID int64) ([]Parcel, error) {
 	if orderID <= 0 {
 		return nil, fmt.Errorf("%w: order id %d", ErrInvalid, orderID)
 	}

@@ -180,7 +180,7 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	cleanup = append(cleanup, tel.close)
-	orders, err := order.New(rdb, dbs, order.Config{Namespace: ns, PayTimeout: o.PayTimeout, Now: now})
+	orders, err := order.New(rdb, dbs, order.Config{Namespace: ns, PayTimeout: o.PayTimeout, Now: now, MeterProvider: tel.mp})
 	if err != nil {
 		return nil, err
 	}
