@@ -17,34 +17,114 @@ import (
 	"github.com/casebook-dev/casebook/rank"
 )
 
-// BenchmarkAdd: one script call per Add, against a raw go-redis ZINCRBY on the
-// same server in the same run.
-func BenchmarkAdd(b *testing.B) {
+// BenchmarkWrite: one script call per Set or Add, on a board of each
+// encoding, against a bare go-redis ZADD and ZINCRBY on the same server in
+// the same run, and against script-zadd, a script that only ZADDs — the
+// floor of any write that reads, decides and writes atomically. Compare
+// set and add with zadd: the ratio is what a board's write costs over the
+// sorted-set command alone.
+func BenchmarkWrite(b *testing.B) {
 	ctx := context.Background()
 	r := testenv.NewRedis(b)
-	board := newBoard(b, r, "add", 1, testenv.Now)
-	b.Run("board", func(b *testing.B) {
+	member := newBoardWith(b, r, rank.Config{Name: "write"})
+	packed := newBoardWith(b, r, rank.Config{Name: "write-packed", Epoch: epoch, Encoding: rank.EncodingPacked})
+	parallel := func(b *testing.B, op func(m string, i int64) error) {
 		b.ReportAllocs()
+		defer startCPU(b, r.Client).report(b)
 		var n atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if _, err := board.Add(ctx, "m"+strconv.FormatInt(n.Add(1)%10000, 10), 1); err != nil {
+				i := n.Add(1)
+				if err := op("m"+strconv.FormatInt(i%10000, 10), i); err != nil {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+	raw := r.Namespace + ":raw"
+	b.Run("zadd", func(b *testing.B) {
+		parallel(b, func(m string, i int64) error {
+			return r.Client.ZAdd(ctx, raw, redis.Z{Score: float64(i), Member: m}).Err()
 		})
 	})
-	b.Run("raw-zincrby", func(b *testing.B) {
-		b.ReportAllocs()
-		var n atomic.Int64
-		key := r.Namespace + ":raw"
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := r.Client.ZIncrBy(ctx, key, 1, "m"+strconv.FormatInt(n.Add(1)%10000, 10)).Err(); err != nil {
+	// The floor of any script write: EVALSHA of a script that only ZADDs.
+	floor := redis.NewScript("return redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])")
+	b.Run("script-zadd", func(b *testing.B) {
+		parallel(b, func(m string, i int64) error { return floor.Run(ctx, r.Client, []string{raw}, i, m).Err() })
+	})
+	b.Run("zincrby", func(b *testing.B) {
+		parallel(b, func(m string, _ int64) error { return r.Client.ZIncrBy(ctx, raw, 1, m).Err() })
+	})
+	for name, board := range map[string]*rank.Board{"member": member, "packed": packed} {
+		b.Run(name+"/set", func(b *testing.B) {
+			parallel(b, func(m string, i int64) error { _, err := board.Set(ctx, m, i%100000); return err })
+		})
+		b.Run(name+"/add", func(b *testing.B) {
+			parallel(b, func(m string, _ int64) error { _, err := board.Add(ctx, m, 1); return err })
+		})
+	}
+}
+
+// BenchmarkMemoryPerMember fills a one-shard board of 100,000 members in
+// each encoding and reports what Redis' MEMORY USAGE says its keys take,
+// per member, beside a bare sorted set of the same members (podium's
+// layout). Members are "player-<i>", scores 0..99,999.
+func BenchmarkMemoryPerMember(b *testing.B) {
+	ctx := context.Background()
+	r := testenv.NewRedis(b)
+	r.NeedsServer(b, "MEMORY USAGE")
+	const members = 100_000
+	usage := func(b *testing.B, keys ...string) float64 {
+		var total int64
+		for _, k := range keys {
+			n, err := r.Client.MemoryUsage(ctx, k, 0).Result()
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += n
+		}
+		return float64(total) / members
+	}
+	fill := func(b *testing.B, board *rank.Board) {
+		ups := make([]rank.Update, 0, 1000)
+		for i := range members {
+			ups = append(ups, rank.Update{Member: "player-" + strconv.Itoa(i), Mode: rank.Replace, Value: int64(i*7919) % 100000})
+			if len(ups) == cap(ups) {
+				if _, err := board.Apply(ctx, ups); err != nil {
 					b.Fatal(err)
 				}
+				ups = ups[:0]
 			}
-		})
+		}
+	}
+	b.Run("zset", func(b *testing.B) {
+		key := r.Namespace + ":bare"
+		for i := 0; i < members; i += 1000 {
+			zs := make([]redis.Z, 0, 1000)
+			for j := i; j < i+1000; j++ {
+				zs = append(zs, redis.Z{Score: float64(j * 7919 % 100000), Member: "player-" + strconv.Itoa(j)})
+			}
+			r.Client.ZAdd(ctx, key, zs...)
+		}
+		for b.Loop() {
+		}
+		b.ReportMetric(usage(b, key), "bytes/member")
+	})
+	b.Run("packed", func(b *testing.B) {
+		board := newBoardWith(b, r, rank.Config{Name: "mem-packed", Epoch: epoch, Encoding: rank.EncodingPacked})
+		fill(b, board)
+		for b.Loop() {
+		}
+		b.ReportMetric(usage(b, board.Keys()[0]), "bytes/member")
+	})
+	b.Run("member", func(b *testing.B) {
+		board := newBoardWith(b, r, rank.Config{Name: "mem-member"})
+		fill(b, board)
+		for b.Loop() {
+		}
+		key := board.Keys()[0]
+		b.ReportMetric(usage(b, key, strings.TrimSuffix(key, ":rank")+":ties"), "bytes/member")
+		b.ReportMetric(usage(b, key), "zset-bytes/member")
 	})
 }
 

@@ -1,62 +1,113 @@
 // Package rank is a real-time leaderboard on Redis sorted sets.
 //
-// A Board ranks members by an integer score and, at equal scores, by who
-// reached the score first — exactly, not by float rounding. Each stored value
-// is score × 2^TimeBits + (2^TimeBits − 1 − tick), where tick counts
-// Resolution steps since the board's Epoch; the whole value stays within the
-// 53 bits a float64 holds exactly, so scores are limited to
-// 0..2^(53−TimeBits)−1 (MaxScore) and writes are accepted only during
-// [Epoch, Epoch+Lifetime). A score or time outside those ranges is rejected
-// with ErrScoreRange or ErrTimeRange, never rounded. With the defaults (1 ms
-// resolution, 30-day lifetime, 32 time bits) scores go up to 2,097,151; a
-// daily board holds 2^26−1. Members reaching one score within the same
-// Resolution are ordered by member name, greater first, as Redis orders
-// equal values.
+// A Board ranks members by an int64 score in ±(2^53−1) — highest first, or
+// lowest with Order: Ascending — and, at equal scores, by who reached the
+// score first, exactly; ranks are exact over any number of shards, numbered
+// Ordinal (1,2,3,4), Competition (1,2,2,4) or Dense (1,2,2,3). A board has
+// no lifetime: it takes writes for as long as it exists. Its cost is memory:
+// 186 bytes per member against a bare sorted set's 104 (measured below).
 //
-// Set, Add and Best run as one Lua script on the member's shard (read, decide,
-// write atomically); Apply sends many updates as one script call per shard
-// per 256 updates, pipelined. The time comes from the caller's clock
-// (Config.Now), not Redis' TIME: the shards of one board may live on
-// different servers, whose clocks would disagree about who was first.
+//	board, _ := rank.New(rdb, rank.Config{Name: "arena", Shards: 8})
+//	board.Add(ctx, "alice", 3_000_000)
+//	me, _ := board.Rank(ctx, "alice") // me.Rank, me.Score, me.At
+//	top, _ := board.Top(ctx, 10)
 //
-// Retries: every write script call carries a request id and leaves its reply
-// beside the shard for ReplayWindow (30 s), so a call that go-redis sends
-// again after losing its reply — or that the caller repeats with ApplyOnce and
-// the same id — returns the first answer and adds nothing twice.
+// Encoding (EncodingMember, the default for a new board): the sorted-set
+// score is the score alone (negated on an Ascending board, so that Redis'
+// reverse order is the board's order either way), exact as a float64. The
+// tie-break is in the sorted-set member: an 8-byte prefix, the write's time
+// in ns rounded down to Resolution (1 ms), big-endian and complemented,
+// followed by the member's name. Redis orders equal scores by member bytes
+// and ZREVRANGE reverses that, so at one score the earliest time comes
+// first; members reaching one score within one Resolution are ordered by
+// name, greater first. A hash per shard maps name → prefix; the write
+// script swaps the old member for the new one and updates the hash
+// atomically. The time comes from the caller's clock (Config.Now), not a
+// Redis counter or TIME: one board's shards may live on different servers,
+// whose counters and clocks do not compare, and a counter a failover rolls
+// back would hand out one sequence twice. The price: two app servers whose
+// clocks differ by d order the ties they write within d of each other by
+// their clocks, not by arrival (the server behind wins them); keep them
+// synchronised (NTP), as the packed encoding always needed.
 //
-// Encoding: Epoch, Lifetime and Resolution decide how a stored value decodes,
-// so the first write stores them beside each shard; a Board configured
-// otherwise (another process, a changed deploy) gets ErrEncodingMismatch on
-// its writes (checked in the script) and reads (checked once per Board) instead
-// of silently misordering ties or misreading scores.
+// Boards written before EncodingMember (EncodingPacked: score × 2^TimeBits
+// + time in one float64, scores 0..2,097,151 and 30 days by default) keep
+// working: every shard records its encoding, a Board reads it once and
+// reads and writes the board as recorded, given the Epoch, Lifetime and
+// Resolution it was written with. Such a board ranks Descending and Ordinal
+// only. A Board that cannot decode what a shard records (another Order, a
+// packed board's other Epoch) gets ErrEncodingMismatch on reads and writes
+// (checked again in the write script) instead of misreading scores.
 //
-// Sharding: with Shards = N the board is N sorted sets chosen by member hash,
-// each under its own hash tag so a Redis Cluster spreads them. Reads send
-// every shard plain commands, pipelined (go-redis sends each cluster node its
-// share in parallel), and no script. Rank is exact: 1 + the members ahead on
-// every shard, two ZCOUNTs per shard (values above, values equal) and names
-// only from the rare shards holding another member at the very same value.
-// Top, Around and Page ask each shard for a few entries (Around by index,
-// around the spot the counts give), merge (k-way), and read more only from
-// the shards whose last entry still made the cut. Results are identical to a
-// single sorted set's — the tests drive N = 1, 7 and 64 against an in-memory
-// model.
+// Set, Add and Best run as one Lua script on the member's shard (read,
+// decide, write atomically); Apply sends many updates as one script call
+// per shard per 256 updates, pipelined.
+//
+// Retries: a script call holding an Increment carries a request id and
+// leaves its reply beside the shard for ReplayWindow (30 s), so a call that
+// go-redis sends again after losing its reply — or that the caller repeats
+// with ApplyOnce and the same id — returns the first answer and adds
+// nothing twice. Calls of Set and Best alone leave none (the same value
+// twice is the same score); the trade-off is that such a retry, if another
+// write to the member landed in between, applies the older value again.
+// ApplyOnce always leaves one.
+//
+// Exact ranks over shards: with Shards = N the board is N sorted sets chosen
+// by member hash, each under its own hash tag so a Redis Cluster spreads
+// them. A member's Ordinal rank is 1 + the entries ranked before it on
+// every shard: higher stored value, or the same value and a greater stored
+// member. ZCOUNT counts the first; the second has no Redis command
+// (ZLEXCOUNT needs a set whose scores are all equal), so position.lua finds
+// the member's place among a shard's entries at its value by binary search
+// over their indices (ZRANGE i i), O(log² n), on shards that do not hold
+// it too. One call per shard, pipelined (go-redis sends each cluster node
+// its share in parallel), also returns the entries nearest to that place,
+// so Around and Page read from any member's place, and read again only
+// from the shards whose last entry still made the cut. Top merges every
+// shard's first few entries (k-way). Results are identical to a single
+// sorted set's — the tests drive 1, 7 and 64 shards, both orders and all
+// three Ties modes against an in-memory model.
+//
+// Ties modes cost: Ordinal, as above. Competition is 1 + the entries with
+// a better score: one ZCOUNT per shard, which position.lua returns anyway.
+// Dense is 1 + the distinct better scores across all shards; no count of
+// distinct scores exists in Redis and one score may sit on many shards, so
+// each shard lists its distinct better scores (distinct.lua, O(log n) each,
+// 1,000 per call) and they are merged here: exact, but in proportion to
+// their number D — O(D log n) on the servers, O(D) memory and D/1000 + 1
+// round trips. Cheap near the top or on boards of few distinct scores;
+// deep in a board of millions of distinct scores, it is costly. Around and
+// Page pay it once per call (for their first entry), Rank once per member.
 //
 // Around keeps its window 2k+1 long at the ends of the board, shifted
 // inwards, as podium does (around the first member with k = 10: ranks 1 to
 // 21).
 //
-// A read spanning N shards pays per shard: a 64-shard Rank sends 129
-// commands where a one-shard Rank sends 2, and costs some 15 times its CPU,
-// client and Redis together, and one more round trip; a 64-shard Around
-// some 12 times a one-shard one. No exact count over 64 sorted sets can do
-// much better: one bare ZCOUNT per shard (zcount-64 in
-// BenchmarkRankVsPodium) already costs 10 times a one-shard Rank. Use as
-// few shards as the write load and the set size allow.
+// Measured (one Redis 7.0 on a 2-core machine, shared with other work):
+//
+//	CASEBOOK_REDIS_ADDR=127.0.0.1:6379 go test -p 1 ./rank/ -run XXX -bench BenchmarkMemoryPerMember -benchtime 1x
+//
+// 100,000 members "player-<i>": a bare sorted set and a packed board take
+// 103.8 bytes per member (MEMORY USAGE); an EncodingMember board 186.3
+// (119.8 in the sorted set, the rest in the ties hash), 1.8 times as much.
+//
+//	CASEBOOK_REDIS_ADDR=127.0.0.1:6379 go test -p 1 ./rank/ -run XXX -bench BenchmarkWrite -benchtime 1s -count 3
+//
+// Per write with 2 parallel callers, wall time, median of three runs
+// (range): a bare ZADD 16.2 µs (14.8–16.4); a script that only ZADDs 19.1
+// (17.0–21.6) — the floor of any atomic read-decide-write; Set 38.2
+// (33.5–43.6), 2.4 × ZADD; Add, which leaves a retry record, 44.8
+// (44.7–56.6), 2.8 ×. A packed board's Set and Add: 40.7 and 52.5. The
+// issue's target of 1.5 × ZADD is not met: the script call alone is 1.2 ×.
+//
+// A read spanning N shards pays per shard: a 64-shard Rank sends 65 script
+// calls (a lookup, then one per shard) where a one-shard Rank sends 1. Use
+// as few shards as the write load and the set size allow.
 //
 // TopCached serves the top from process memory, refreshed at most once per
 // Staleness (1 s) by one of the concurrent readers. Periodic hands out daily,
-// weekly or monthly boards in a time zone, expiring after a retention.
+// weekly or monthly boards in a time zone, accepting writes during their
+// period and expiring after a retention.
 //
 // Redis is the record here: a failover can lose the last acknowledged writes
 // (the Redis Cluster specification says so). Feed boards from an event log you

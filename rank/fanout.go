@@ -2,195 +2,148 @@ package rank
 
 import (
 	"context"
+	_ "embed"
+	"fmt"
 	"sort"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/casebook-dev/casebook/internal/luascript"
 	"github.com/casebook-dev/casebook/shard"
 )
 
-// A sharded read asks every shard the same plain commands in one pipeline,
-// which go-redis sends to each cluster node in parallel. With 64 shards the
-// cost is in those commands, so they are built with the shard keys boxed once
-// (Board.keyArgs) and the bounds boxed once per read.
+var (
+	//go:embed position.lua
+	positionLua    string
+	positionScript = redis.NewScript(positionLua)
+	//go:embed distinct.lua
+	distinctLua    string
+	distinctScript = redis.NewScript(distinctLua)
+)
 
-// batch is the commands of one pipelined round trip.
+// A sharded read asks every shard in one pipeline, which go-redis sends to
+// each cluster node in parallel. Reads that start at a member's place ask
+// each shard with position.lua: Redis has no command that finds the place
+// of (value, member) among members at one value on a shard that does not
+// hold that member (ZLEXCOUNT needs a set of equal values), so the script
+// searches it by index, O(log² n).
+
+// batch is the script calls of one pipelined round trip.
 type batch struct {
-	ctx  context.Context
-	cmds []redis.Cmder
+	ctx   context.Context
+	calls []luascript.Call
+	parse []func(*redis.Cmd) error
 }
 
 func newBatch(ctx context.Context) *batch { return &batch{ctx: ctx} }
 
-func (q *batch) add(cmd redis.Cmder) { q.cmds = append(q.cmds, cmd) }
+func (q *batch) add(call luascript.Call, parse func(*redis.Cmd) error) {
+	q.calls = append(q.calls, call)
+	q.parse = append(q.parse, parse)
+}
 
-// run sends the queued commands; each command holds its own reply.
+// run sends the queued calls and parses every reply.
 func (q *batch) run(c redis.UniversalClient) error {
-	if len(q.cmds) == 0 {
+	if len(q.calls) == 0 {
 		return nil
 	}
-	pipe := c.Pipeline()
-	pipe.BatchProcess(q.ctx, q.cmds...)
-	q.cmds = q.cmds[:0]
-	_, err := pipe.Exec(q.ctx)
-	return err
-}
-
-// position is a place on the board, between the entries ranked before e and
-// those ranked after it, with e's value as command arguments.
-type position struct {
-	e      Entry
-	at     any // "v": e's value, inclusive
-	beyond any // "(v": e's value, exclusive
-}
-
-func newPosition(e Entry) position {
-	v := strconv.FormatUint(e.value, 10)
-	return position{e: e, at: v, beyond: "(" + v}
-}
-
-// standing counts, on every shard, the entries above a position's value
-// and those at it — almost always none, or e itself. Members at one value
-// rank by name, so a shard holding others at e's value is asked for their
-// names: rarely, in one more round trip.
-type standing struct {
-	above []*redis.IntCmd // ZCOUNT (v +inf
-	equal []*redis.IntCmd // ZCOUNT v v
-}
-
-func (q *batch) standing(b *Board, p position) standing {
-	s := standing{above: make([]*redis.IntCmd, len(b.keyArgs)), equal: make([]*redis.IntCmd, len(b.keyArgs))}
-	for i, key := range b.keyArgs {
-		s.above[i] = redis.NewIntCmd(q.ctx, "zcount", key, p.beyond, "+inf")
-		s.equal[i] = redis.NewIntCmd(q.ctx, "zcount", key, p.at, p.at)
-		q.add(s.above[i])
-		q.add(s.equal[i])
+	cmds, err := luascript.RunAll(q.ctx, c, q.calls)
+	if err != nil {
+		return err
 	}
-	return s
-}
-
-// ahead is the number of entries ranked before p, once s has been read.
-func (s standing) ahead(q *batch, b *Board, p position) (int64, error) {
-	var n int64
-	var tied []int
-	home := b.shardOf(p.e.Member)
-	for i, cmd := range s.above {
-		n += cmd.Val()
-		if eq := s.equal[i].Val(); eq > 1 || eq == 1 && i != home {
-			tied = append(tied, i)
+	parse := q.parse
+	q.calls, q.parse = q.calls[:0], nil
+	for i, cmd := range cmds {
+		if err := parse[i](cmd); err != nil {
+			return err
 		}
 	}
-	if len(tied) == 0 {
-		return n, nil
-	}
-	names := q.names(b, p, tied)
-	if err := q.run(b.c); err != nil {
-		return 0, err
-	}
-	for _, cmd := range names {
-		for _, m := range cmd.Val() {
-			if m > p.e.Member {
-				n++
-			}
+	return nil
+}
+
+// probe is one shard's reply to position.lua: its standing relative to a
+// position and its entries nearest to it.
+type probe struct {
+	ahead int64   // entries ranked before the position
+	above int64   // entries with a greater value
+	size  int64   // the shard's entries
+	up    []Entry // nearest first, towards rank 1
+	down  []Entry // nearest first, away from rank 1
+}
+
+// probe queues position.lua on shard i at (at.value, at.key).
+func (q *batch) probe(b *Board, i int, at Entry, nUp, nDown int) *probe {
+	p := &probe{}
+	call := luascript.Call{Script: positionScript, Keys: []string{b.shards[i]}, Args: []any{at.value, at.key, nUp, nDown}}
+	q.add(call, func(cmd *redis.Cmd) error {
+		r, err := cmd.Slice()
+		if err != nil || len(r) != 5 {
+			return fmt.Errorf("position reply %v: %v", cmd.Val(), err)
 		}
-	}
-	return n, nil
-}
-
-// names queues, on the given shards, ZRANGE of the members at p's value.
-func (q *batch) names(b *Board, p position, shards []int) []*redis.StringSliceCmd {
-	cmds := make([]*redis.StringSliceCmd, len(shards))
-	for j, i := range shards {
-		cmds[j] = redis.NewStringSliceCmd(q.ctx, "zrange", b.keyArgs[i], p.at, p.at, "byscore")
-		q.add(cmds[j])
-	}
-	return cmds
-}
-
-// allShards is 0, 1, …, n-1.
-func allShards(n int) []int {
-	all := make([]int, n)
-	for i := range all {
-		all[i] = i
-	}
-	return all
-}
-
-// aroundAll queues, on every shard, its entries around p by index, which
-// the read standing gives: the members at p's value and per on either side.
-func (q *batch) aroundAll(b *Board, s standing, per int64) []window {
-	ws := make([]window, len(b.keyArgs))
-	for i, key := range b.keyArgs {
-		above, equal := s.above[i].Val(), s.equal[i].Val()
-		start, stop := max(0, above-per), above+equal-1+per
-		ws[i] = window{above: above, asked: int(stop - start + 1)}
-		ws[i].cmd = redis.NewZSliceCmd(q.ctx, "zrevrange", key, start, stop, "withscores")
-		q.add(ws[i].cmd)
-	}
-	return ws
-}
-
-// window is one shard's entries around a position, in rank order.
-type window struct {
-	cmd   *redis.ZSliceCmd
-	above int64 // the shard's values above the position's
-	asked int
-}
-
-// split hands the window's entries to the side of p they rank on, and
-// returns how many of them rank before p at p's very value. Entries are
-// placed by value and name, not by index, so a write between the count and
-// the read cannot put one on the wrong side.
-func (w window) split(b *Board, p position, i int, up, down *side) (tied int64) {
-	zs := w.cmd.Val()
-	var over, under int                 // entries beyond p's value, above and below
-	for j := len(zs) - 1; j >= 0; j-- { // up, nearest first
-		x := b.entry(zs[j].Member.(string), uint64(zs[j].Score))
-		if before(x, p.e) {
-			up.lists[i] = append(up.lists[i], x)
-			if x.value == p.e.value {
-				tied++
-			} else {
-				over++
-			}
+		var ok [3]bool
+		p.ahead, ok[0] = r[0].(int64)
+		p.above, ok[1] = r[1].(int64)
+		p.size, ok[2] = r[2].(int64)
+		if !ok[0] || !ok[1] || !ok[2] {
+			return fmt.Errorf("position reply %v", r)
 		}
-	}
-	for _, z := range zs {
-		x := b.entry(z.Member.(string), uint64(z.Score))
-		if before(p.e, x) {
-			down.lists[i] = append(down.lists[i], x)
-			if x.value != p.e.value {
-				under++
-			}
+		if p.up, err = b.entries(r[3]); err != nil {
+			return err
 		}
+		p.down, err = b.entries(r[4])
+		return err
+	})
+	return p
+}
+
+// probeAll queues position.lua on every shard.
+func (q *batch) probeAll(b *Board, at Entry, nUp, nDown int) []*probe {
+	ps := make([]*probe, len(b.shards))
+	for i := range b.shards {
+		ps[i] = q.probe(b, i, at, nUp, nDown)
 	}
-	up.read[i], up.more[i] = over, int64(over) < w.above
-	down.read[i], down.more[i] = under, len(zs) == w.asked
-	return tied
+	return ps
+}
+
+// entries decodes a script's flat member, value list.
+func (b *Board) entries(v any) ([]Entry, error) {
+	flat, _ := v.([]any)
+	out := make([]Entry, 0, len(flat)/2)
+	for j := 0; j+1 < len(flat); j += 2 {
+		key, _ := flat[j].(string)
+		s, _ := flat[j+1].(string)
+		f, err := strconv.ParseFloat(s, 64)
+		e, ok := b.decode(key, f)
+		if err != nil || !ok {
+			return nil, fmt.Errorf("unexpected entry %q %q", key, s)
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 // side gathers the entries nearest to a position in one direction — up
 // towards rank 1, or down — the way Top gathers them from the top: every
 // shard is asked for a few, and only shards whose last entry still makes the
-// cut are asked for more.
+// cut are asked for more, from that entry on.
 type side struct {
 	up    bool
-	lists [][]Entry          // per shard, nearest first: members at the position's value, then beyond it
-	read  []int              // per shard, entries beyond the value read so far
-	asked []int              // per shard, how many the read in flight asks for
-	more  []bool             // per shard, whether the last read came back full
-	cmds  []*redis.ZSliceCmd // per shard, the read in flight
+	from  Entry     // the position
+	lists [][]Entry // per shard, nearest first
+	asked []int     // per shard, how many the read in flight asks for
+	more  []bool    // per shard, whether the last read came back full
+	reads []*probe  // per shard, the read in flight
 }
 
-func newSide(shards int, up bool) *side {
+func newSide(shards int, up bool, from Entry) *side {
 	return &side{
 		up:    up,
+		from:  from,
 		lists: make([][]Entry, shards),
-		read:  make([]int, shards),
 		asked: make([]int, shards),
 		more:  make([]bool, shards),
-		cmds:  make([]*redis.ZSliceCmd, shards),
+		reads: make([]*probe, shards),
 	}
 }
 
@@ -202,53 +155,38 @@ func (s *side) nearer(x, y Entry) bool {
 	return before(x, y)
 }
 
-// ask queues a read of up to n more of shard i's entries beyond p's value,
-// nearest first.
-func (s *side) ask(q *batch, b *Board, p position, i, n int) {
-	key := b.keyArgs[i]
+// take adds what a probe of shard i that asked for n entries returned.
+func (s *side) take(i int, p *probe, n int) {
+	got := p.down
 	if s.up {
-		s.cmds[i] = redis.NewZSliceCmd(q.ctx, "zrange", key, p.beyond, "+inf", "byscore", "limit", s.read[i], n, "withscores")
+		got = p.up
+	}
+	s.lists[i] = append(s.lists[i], got...)
+	s.more[i] = len(got) == n && n > 0
+}
+
+// ask queues a read of up to n more of shard i's entries, after the last
+// one read (or the position).
+func (s *side) ask(q *batch, b *Board, i, n int) {
+	at := s.from
+	if l := s.lists[i]; len(l) > 0 {
+		at = l[len(l)-1]
+	}
+	if s.up {
+		s.reads[i] = q.probe(b, i, at, n, 0)
 	} else {
-		s.cmds[i] = redis.NewZSliceCmd(q.ctx, "zrange", key, p.beyond, "-inf", "byscore", "rev", "limit", s.read[i], n, "withscores")
+		s.reads[i] = q.probe(b, i, at, 0, n)
 	}
 	s.asked[i] = n
-	q.add(s.cmds[i])
 }
 
-// askAll queues a read of n entries on every shard.
-func (s *side) askAll(q *batch, b *Board, p position, n int) {
-	for i := range s.lists {
-		s.ask(q, b, p, i, n)
-	}
-}
-
-// placeTied adds to a down side the members at p's value that rank after
-// it: those with a smaller name, nearest (greatest) first. Call it before
-// the first collect: they are nearer than any entry below the value.
-func (s *side) placeTied(b *Board, p position, names []*redis.StringSliceCmd) {
-	for i, cmd := range names {
-		ns := cmd.Val() // ascending
-		for j := len(ns) - 1; j >= 0; j-- {
-			if ns[j] < p.e.Member {
-				s.lists[i] = append(s.lists[i], b.entry(ns[j], p.e.value))
-			}
+// collect takes what the reads in flight returned.
+func (s *side) collect() {
+	for i, p := range s.reads {
+		if p != nil {
+			s.take(i, p, s.asked[i])
+			s.reads[i] = nil
 		}
-	}
-}
-
-// collect appends what the reads in flight returned.
-func (s *side) collect(b *Board) {
-	for i, cmd := range s.cmds {
-		if cmd == nil {
-			continue
-		}
-		zs := cmd.Val()
-		for _, z := range zs {
-			s.lists[i] = append(s.lists[i], b.entry(z.Member.(string), uint64(z.Score)))
-		}
-		s.read[i] += len(zs)
-		s.more[i] = len(zs) == s.asked[i]
-		s.cmds[i] = nil
 	}
 }
 
@@ -260,20 +198,11 @@ func (s *side) nearest(n int) []Entry {
 	return shard.Merge(s.lists, s.nearer, n)
 }
 
-// known is how many entries have been read on this side.
-func (s *side) known() int {
-	n := 0
-	for _, l := range s.lists {
-		n += len(l)
-	}
-	return n
-}
-
-// askMore queues the reads that the n entries nearest to p still need, after
-// which they are exact: a shard whose read came back full and whose last
-// entry made the cut may hold more of it — as many as the cut has places
-// after that entry.
-func (s *side) askMore(q *batch, b *Board, p position, n int) {
+// askMore queues the reads that the n entries nearest to the position
+// still need, after which they are exact: a shard whose read came back full
+// and whose last entry made the cut may hold more of it — as many as the
+// cut has places after that entry.
+func (s *side) askMore(q *batch, b *Board, n int) {
 	if n <= 0 {
 		return
 	}
@@ -282,13 +211,81 @@ func (s *side) askMore(q *batch, b *Board, p position, n int) {
 		if !s.more[i] {
 			continue
 		}
-		if len(l) == 0 { // only when a write moved entries between reads
-			s.ask(q, b, p, i, n)
-			continue
-		}
 		last := l[len(l)-1]
 		if at := sort.Search(len(cut), func(j int) bool { return !s.nearer(cut[j], last) }); at < n-1 {
-			s.ask(q, b, p, i, n-1-at)
+			s.ask(q, b, i, n-1-at)
 		}
 	}
+}
+
+// countAbove counts the entries with a value greater than v on every shard.
+func (b *Board) countAbove(ctx context.Context, v int64) (int64, error) {
+	return b.countRange(ctx, "("+strconv.FormatInt(v, 10), "+inf")
+}
+
+// countRange sums ZCOUNT min max over the shards.
+func (b *Board) countRange(ctx context.Context, min, max string) (int64, error) {
+	pipe := b.c.Pipeline()
+	cmds := make([]*redis.IntCmd, len(b.shards))
+	for i, key := range b.shards {
+		cmds[i] = pipe.ZCount(ctx, key, min, max)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("rank: count in %s: %w", b.cfg.Name, err)
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n, nil
+}
+
+// distinctPage is how many distinct values one distinct.lua call lists.
+const distinctPage = 1000
+
+// distinctAbove counts the distinct values greater than v over all shards,
+// exactly: each shard lists its own, distinctPage per call, and the lists
+// are merged. It costs O(D log n) on the servers and O(D) memory here, for
+// D distinct better values, and D/distinctPage + 1 round trips.
+func (b *Board) distinctAbove(ctx context.Context, v int64) (int64, error) {
+	seen := map[string]struct{}{}
+	from := make([]string, len(b.shards))
+	for i := range from {
+		from[i] = strconv.FormatInt(v, 10)
+	}
+	open := allShards(len(b.shards))
+	for len(open) > 0 {
+		q := newBatch(ctx)
+		var next []int
+		for _, i := range open {
+			q.add(luascript.Call{Script: distinctScript, Keys: []string{b.shards[i]}, Args: []any{from[i], distinctPage}}, func(cmd *redis.Cmd) error {
+				vals, err := cmd.StringSlice()
+				if err != nil {
+					return err
+				}
+				for _, s := range vals {
+					seen[s] = struct{}{}
+				}
+				if len(vals) == distinctPage {
+					from[i] = vals[len(vals)-1]
+					next = append(next, i)
+				}
+				return nil
+			})
+		}
+		if err := q.run(b.c); err != nil {
+			return 0, fmt.Errorf("rank: dense rank in %s: %w", b.cfg.Name, err)
+		}
+		open = next
+	}
+	return int64(len(seen)), nil
+}
+
+// allShards is 0, 1, …, n-1.
+func allShards(n int) []int {
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return all
 }

@@ -22,8 +22,8 @@ const (
 
 // PeriodicConfig configures Periodic boards.
 type PeriodicConfig struct {
-	// Board is the template: Name, Namespace, Shards, Resolution, Staleness
-	// and Now are used; Epoch, Lifetime and ExpireAfter are set per period.
+	// Board is the template: everything but Epoch, Lifetime and
+	// ExpireAfter, which are set per period, is used.
 	Board Config
 	// Period is Daily, Weekly or Monthly. Required.
 	Period Period

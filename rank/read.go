@@ -2,6 +2,7 @@ package rank
 
 import (
 	"context"
+	_ "embed"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -14,83 +15,174 @@ import (
 	"github.com/casebook-dev/casebook/shard"
 )
 
+var (
+	//go:embed lookup.lua
+	lookupLua    string
+	lookupScript = redis.NewScript(lookupLua)
+)
+
 func isNil(err error) bool { return errors.Is(err, redis.Nil) }
 
 func msTime(ms int64) time.Time { return time.UnixMilli(ms) }
 
 // Score returns member's score and when it was reached (Rank left 0).
 func (b *Board) Score(ctx context.Context, member string) (Entry, error) {
-	if err := b.checkEncoding(ctx); err != nil {
-		return Entry{}, err
-	}
-	return b.score(ctx, member)
+	h, err := b.home(ctx, member)
+	return h.e, err
 }
 
-func (b *Board) score(ctx context.Context, member string) (Entry, error) {
-	v, err := b.c.ZScore(ctx, b.shards[b.shardOf(member)], member).Result()
+// found is a member found on its shard.
+type found struct {
+	e     Entry
+	ahead int64 // entries ranked before it on its shard
+	size  int64 // its shard's entries
+	above int64 // entries with a greater value on its shard (EncodingMember only)
+}
+
+// home finds member on its shard, in one round trip.
+func (b *Board) home(ctx context.Context, member string) (found, error) {
+	l, err := b.ready(ctx)
+	if err != nil {
+		return found{}, err
+	}
+	s := b.shardOf(member)
+	if l == EncodingPacked {
+		pipe := b.c.Pipeline()
+		score := pipe.ZScore(ctx, b.shards[s], member)
+		rank := pipe.ZRevRank(ctx, b.shards[s], member)
+		size := pipe.ZCard(ctx, b.shards[s])
+		_, err := pipe.Exec(ctx)
+		if isNil(err) {
+			return found{}, fmt.Errorf("%w: %q", ErrNotFound, member)
+		}
+		if err != nil {
+			return found{}, fmt.Errorf("rank: find %q: %w", member, err)
+		}
+		e, _ := b.decode(member, score.Val())
+		return found{e: e, ahead: rank.Val(), size: size.Val()}, nil
+	}
+	r, err := lookupScript.Run(ctx, b.c, []string{b.shards[s], b.ties[s]}, member).Slice()
 	if isNil(err) {
-		return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, member)
+		return found{}, fmt.Errorf("%w: %q", ErrNotFound, member)
 	}
 	if err != nil {
-		return Entry{}, fmt.Errorf("rank: score: %w", err)
+		return found{}, fmt.Errorf("rank: find %q: %w", member, err)
 	}
-	return b.entry(member, uint64(v)), nil
+	key, _ := r[0].(string)
+	value, _ := r[1].(string)
+	f, err := strconv.ParseFloat(value, 64)
+	e, ok := b.decode(key, f)
+	if err != nil || !ok || len(r) != 5 {
+		return found{}, fmt.Errorf("rank: find %q: unexpected reply %v", member, r)
+	}
+	h := found{e: e}
+	h.ahead, _ = r[2].(int64)
+	h.size, _ = r[3].(int64)
+	h.above, _ = r[4].(int64)
+	return h, nil
 }
 
-// Rank returns member's entry with its exact 1-based rank across all shards:
-// 1 + the members ahead of it.
+// Rank returns member's entry with its exact rank across all shards,
+// numbered as Config.Ties says: Ordinal, 1 + the members ahead of it
+// (higher score, or the same score reached earlier); Competition, 1 + the
+// members with a better score; Dense, 1 + the distinct better scores.
 //
-// A one-shard board answers in one round trip (ZSCORE and ZREVRANK,
-// pipelined: Redis' reverse order is the board's order, ties included). A
-// sharded one reads the score, then asks every shard in one more round trip
-// of plain pipelined commands — which go-redis sends to each cluster node in
-// parallel — how many values are above it and how many equal it (two
-// ZCOUNTs). Equal values rank by member name, so the rare shards holding
-// another member at the very same value are asked for names, in a third.
+// A one-shard board answers in one round trip (one script call: the
+// member's stored form, score, rank and the count above it). A sharded one
+// finds the member, then asks every shard in one more round trip, pipelined
+// (go-redis sends each cluster node its share in parallel), for its
+// standing relative to the member: one position.lua call per shard. Dense
+// ranks then list, on every shard, the distinct scores better than the
+// member's and merge them: exact, at a cost in proportion to their number
+// (O(D log n) on the servers, D/1000 + 1 more round trips) — cheap near the
+// top or on boards of few distinct scores, costly deep in a board of
+// millions of distinct scores.
 func (b *Board) Rank(ctx context.Context, member string) (Entry, error) {
-	if err := b.checkEncoding(ctx); err != nil {
-		return Entry{}, err
-	}
-	if len(b.shards) == 1 {
-		return b.rankOneShard(ctx, member)
-	}
-	e, err := b.score(ctx, member)
+	h, err := b.home(ctx, member)
 	if err != nil {
 		return Entry{}, err
 	}
-	ahead, err := b.ahead(ctx, newPosition(e))
-	if err != nil {
-		return Entry{}, fmt.Errorf("rank: rank in %s: %w", b.cfg.Name, err)
+	e := h.e
+	ahead, above := h.ahead, h.above
+	if len(b.shards) > 1 {
+		q := newBatch(ctx)
+		ps := q.probeAll(b, e, 0, 0)
+		if err := q.run(b.c); err != nil {
+			return Entry{}, fmt.Errorf("rank: rank in %s: %w", b.cfg.Name, err)
+		}
+		ahead, above = 0, 0
+		for _, p := range ps {
+			ahead += p.ahead
+			above += p.above
+		}
 	}
-	e.Rank = 1 + ahead
+	e.ordinal = 1 + ahead
+	switch b.cfg.Ties {
+	case Ordinal:
+		e.Rank = e.ordinal
+	case Competition:
+		e.Rank = 1 + above
+	case Dense:
+		d, err := b.distinctAbove(ctx, e.value)
+		if err != nil {
+			return Entry{}, err
+		}
+		e.Rank = 1 + d
+	}
 	return e, nil
 }
 
-// ahead counts the entries ranked before p on every shard.
-func (b *Board) ahead(ctx context.Context, p position) (int64, error) {
-	q := newBatch(ctx)
-	at := q.standing(b, p)
-	if err := q.run(b.c); err != nil {
-		return 0, err
+// rankOf returns the rank of e, whose Ordinal rank is known, numbered as
+// Config.Ties says: one more round trip for Competition and Dense.
+func (b *Board) rankOf(ctx context.Context, e Entry) (int64, error) {
+	switch b.cfg.Ties {
+	case Competition:
+		n, err := b.countAbove(ctx, e.value)
+		return 1 + n, err
+	case Dense:
+		n, err := b.distinctAbove(ctx, e.value)
+		return 1 + n, err
 	}
-	return at.ahead(q, b, p)
+	return e.ordinal, nil
 }
 
-// rankOneShard reads score and rank in one round trip.
-func (b *Board) rankOneShard(ctx context.Context, member string) (Entry, error) {
-	pipe := b.c.Pipeline()
-	score := pipe.ZScore(ctx, b.shards[0], member)
-	rank := pipe.ZRevRank(ctx, b.shards[0], member)
-	_, err := pipe.Exec(ctx)
-	if isNil(err) {
-		return Entry{}, fmt.Errorf("%w: %q", ErrNotFound, member)
+// follow numbers next, the entry ranked right after prev.
+func (b *Board) follow(prev Entry, next *Entry) {
+	next.ordinal = prev.ordinal + 1
+	switch {
+	case b.cfg.Ties != Ordinal && next.value == prev.value:
+		next.Rank = prev.Rank
+	case b.cfg.Ties == Dense:
+		next.Rank = prev.Rank + 1
+	default:
+		next.Rank = next.ordinal
 	}
-	if err != nil {
-		return Entry{}, fmt.Errorf("rank: rank: %w", err)
+}
+
+// numbered numbers es, consecutive in rank order, from es[0], whose
+// ordinal rank is given; it reads es[0]'s rank when the Ties mode needs it.
+func (b *Board) numbered(ctx context.Context, es []Entry, ordinal int64) ([]Entry, error) {
+	if len(es) == 0 {
+		return es, nil
 	}
-	e := b.entry(member, uint64(score.Val()))
-	e.Rank = 1 + rank.Val()
-	return e, nil
+	es[0].ordinal, es[0].Rank = ordinal, 1 // rank 1 in every mode
+	if ordinal > 1 {
+		r, err := b.rankOf(ctx, es[0])
+		if err != nil {
+			return nil, err
+		}
+		es[0].Rank = r
+	}
+	b.numberAfter(es[0], es[1:])
+	return es, nil
+}
+
+// numberAfter numbers es, which follow prev in rank order.
+func (b *Board) numberAfter(prev Entry, es []Entry) {
+	for i := range es {
+		b.follow(prev, &es[i])
+		prev = es[i]
+	}
 }
 
 // Around returns member's entry and its neighbours: k above and k below
@@ -101,11 +193,12 @@ func (b *Board) rankOneShard(ctx context.Context, member string) (Entry, error) 
 //
 // A one-shard board answers as podium does, in two round trips: the
 // member's rank and the board's size, then the window by index. A sharded
-// one reads the member's score and its standing on every shard as Rank
-// does, then, in one more round trip, every shard's entries around that
-// spot by index: its few (2k/shards + 2) on either side. Only the shards
-// whose last entry still made the cut are asked for more, in a fourth round
-// trip. The window is the same as a single sorted set's.
+// one finds the member, then, in one more round trip, asks every shard for
+// its standing and its few (2k/shards + 2) entries nearest to the member on
+// either side. Only the shards whose last entry still made the cut are asked
+// for more, in a third round trip. The window is the same as a single
+// sorted set's. Competition and Dense ranks cost what Rank's do, once, for
+// the window's first entry.
 //
 // The round trips are not one snapshot: a write landing between them can
 // shift the window by the entries it moves.
@@ -113,57 +206,56 @@ func (b *Board) Around(ctx context.Context, member string, k int) ([]Entry, erro
 	if k < 0 || k > 1000 {
 		return nil, fmt.Errorf("rank: around %d is outside 0..1000", k)
 	}
-	if err := b.checkEncoding(ctx); err != nil {
-		return nil, err
-	}
-	if len(b.shards) == 1 {
-		return b.aroundOneShard(ctx, member, k)
-	}
-	e, err := b.score(ctx, member)
+	h, err := b.home(ctx, member)
 	if err != nil {
 		return nil, err
 	}
-	out, err := b.aroundShards(ctx, e, k)
+	var out []Entry
+	var first int64
+	if len(b.shards) == 1 {
+		out, first, err = b.aroundOneShard(ctx, h, k)
+	} else {
+		out, first, err = b.aroundShards(ctx, h.e, k)
+	}
+	if err == nil {
+		out, err = b.numbered(ctx, out, first)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("rank: around in %s: %w", b.cfg.Name, err)
 	}
 	return out, nil
 }
 
-// aroundShards reads e's standing as Rank does, then every shard's entries
-// around that spot, then more from the shards whose last entry made the cut.
-func (b *Board) aroundShards(ctx context.Context, e Entry, k int) ([]Entry, error) {
-	p := newPosition(e)
-	if k == 0 {
-		ahead, err := b.ahead(ctx, p)
-		return ranked([]Entry{e}, 1+ahead), err
-	}
+// aroundShards reads every shard's standing and entries around e, then more
+// from the shards whose last entry made the cut. It returns the window and
+// its first entry's ordinal rank.
+func (b *Board) aroundShards(ctx context.Context, e Entry, k int) ([]Entry, int64, error) {
+	per := 2*k/len(b.shards) + 2
 	q := newBatch(ctx)
-	at := q.standing(b, p)
+	ps := q.probeAll(b, e, per, per)
 	if err := q.run(b.c); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	windows := q.aroundAll(b, at, int64(2*k/len(b.shards)+2))
-	if err := q.run(b.c); err != nil {
-		return nil, err
+	up, down := newSide(len(b.shards), true, e), newSide(len(b.shards), false, e)
+	var ahead, size int64
+	for i, p := range ps {
+		ahead += p.ahead
+		size += p.size
+		up.take(i, p, per)
+		down.take(i, p, per)
 	}
-	up, down := newSide(len(b.shards), true), newSide(len(b.shards), false)
-	var ahead int64
-	for i, w := range windows {
-		ahead += w.above + w.split(b, p, i, up, down)
-	}
+	behind := max(0, size-ahead-1)
 	// Entries needed on each side: k, and at an end of the board what the
-	// other side lacks. The count above is exact; the one below is a lower
-	// bound, which may ask for more above than needed, never fewer.
-	needDown := k + max(0, k-int(ahead))
-	needUp := min(int(ahead), k+max(0, k-down.known()))
-	up.askMore(q, b, p, needUp)
-	down.askMore(q, b, p, needDown)
+	// other side lacks.
+	needUp := int(min(ahead, int64(k)+max(0, int64(k)-behind)))
+	needDown := int(min(behind, int64(k)+max(0, int64(k)-ahead)))
+	up.askMore(q, b, needUp)
+	down.askMore(q, b, needDown)
 	if err := q.run(b.c); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	up.collect(b)
-	down.collect(b)
+	up.collect()
+	down.collect()
 	above, below := up.nearest(needUp), down.nearest(needDown)
 	na := min(len(above), k+max(0, k-len(below)))
 	nb := min(len(below), k+max(0, k-na))
@@ -173,34 +265,33 @@ func (b *Board) aroundShards(ctx context.Context, e Entry, k int) ([]Entry, erro
 	}
 	out = append(out, e)
 	out = append(out, below[:nb]...)
-	return ranked(out, 1+ahead-int64(na)), nil
+	return out, 1 + ahead - int64(na), nil
 }
 
 // aroundOneShard is podium's sequence: the member's rank and the board's
-// size, pipelined, then the window by index (Redis' reverse order is the
-// board's order).
-func (b *Board) aroundOneShard(ctx context.Context, member string, k int) ([]Entry, error) {
-	key := b.shards[0]
-	pipe := b.c.Pipeline()
-	rank := pipe.ZRevRank(ctx, key, member)
-	size := pipe.ZCard(ctx, key)
-	_, err := pipe.Exec(ctx)
-	if isNil(err) {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, member)
-	}
+// size (found by home), then the window by index (Redis' reverse order is
+// the board's order).
+func (b *Board) aroundOneShard(ctx context.Context, h found, k int) ([]Entry, int64, error) {
+	start := max(0, min(h.ahead-int64(k), h.size-1-2*int64(k)))
+	zs, err := b.c.ZRevRangeWithScores(ctx, b.shards[0], start, start+2*int64(k)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("rank: around: %w", err)
+		return nil, 0, err
 	}
-	start := max(0, min(rank.Val()-int64(k), size.Val()-1-2*int64(k)))
-	zs, err := b.c.ZRevRangeWithScores(ctx, key, start, start+2*int64(k)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("rank: around: %w", err)
-	}
+	out, err := b.zEntries(zs)
+	return out, start + 1, err
+}
+
+func (b *Board) zEntries(zs []redis.Z) ([]Entry, error) {
 	out := make([]Entry, len(zs))
 	for i, z := range zs {
-		out[i] = b.entry(z.Member.(string), uint64(z.Score))
+		key, _ := z.Member.(string)
+		e, ok := b.decode(key, z.Score)
+		if !ok {
+			return nil, fmt.Errorf("unexpected member %q", key)
+		}
+		out[i] = e
 	}
-	return ranked(out, start+1), nil
+	return out, nil
 }
 
 // Top returns the best n members (n ≤ 10,000). A sharded board first asks
@@ -215,7 +306,7 @@ func (b *Board) Top(ctx context.Context, n int) ([]Entry, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	if err := b.checkEncoding(ctx); err != nil {
+	if _, err := b.ready(ctx); err != nil {
 		return nil, err
 	}
 	per := n
@@ -241,7 +332,7 @@ func (b *Board) Top(ctx context.Context, n int) ([]Entry, error) {
 			merged = shard.Merge(lists, before, n)
 		}
 	}
-	return ranked(merged, 1), nil
+	return b.numbered(ctx, merged, 1)
 }
 
 // fetchRanges extends lists[i], for each i in shards, to the shard's best
@@ -256,15 +347,17 @@ func (b *Board) fetchRanges(ctx context.Context, lists [][]Entry, shards []int, 
 		return fmt.Errorf("rank: top of %s: %w", b.cfg.Name, err)
 	}
 	for j, i := range shards {
-		for _, z := range cmds[j].Val() {
-			lists[i] = append(lists[i], b.entry(z.Member.(string), uint64(z.Score)))
+		es, err := b.zEntries(cmds[j].Val())
+		if err != nil {
+			return fmt.Errorf("rank: top of %s: %w", b.cfg.Name, err)
 		}
+		lists[i] = append(lists[i], es...)
 	}
 	return nil
 }
 
 // Page returns n members after cursor ("" for the top) and the cursor of the
-// next page ("" at the end). A cursor remembers the last member's value and
+// next page ("" at the end). A cursor remembers the last member's place and
 // rank: pages stay consistent with each other, but members that move between
 // two calls may be seen twice or not at all, as with any cursor over live
 // data.
@@ -280,18 +373,19 @@ func (b *Board) Page(ctx context.Context, cursor string, n int) ([]Entry, string
 		}
 		page = top
 	} else {
-		last, err := b.decodeCursor(cursor)
-		if err != nil {
+		if _, err := b.ready(ctx); err != nil {
 			return nil, "", err
 		}
-		if err := b.checkEncoding(ctx); err != nil {
+		last, err := b.decodeCursor(cursor)
+		if err != nil {
 			return nil, "", err
 		}
 		below, err := b.after(ctx, last, n)
 		if err != nil {
 			return nil, "", err
 		}
-		page = ranked(below, last.Rank+1)
+		b.numberAfter(last, below)
+		page = below
 	}
 	if len(page) < n {
 		return page, "", nil
@@ -299,15 +393,8 @@ func (b *Board) Page(ctx context.Context, cursor string, n int) ([]Entry, string
 	return page, b.encodeCursor(page[len(page)-1]), nil
 }
 
-func ranked(es []Entry, first int64) []Entry {
-	for i := range es {
-		es[i].Rank = first + int64(i)
-	}
-	return es
-}
-
 func (b *Board) encodeCursor(e Entry) string {
-	raw := strconv.FormatUint(e.value, 10) + ":" + strconv.FormatInt(e.Rank, 10) + ":" + e.Member
+	raw := strconv.FormatInt(e.value, 10) + ":" + strconv.FormatInt(e.ordinal, 10) + ":" + strconv.FormatInt(e.Rank, 10) + ":" + e.key
 	return base64.RawURLEncoding.EncodeToString([]byte(raw))
 }
 
@@ -316,40 +403,43 @@ func (b *Board) decodeCursor(c string) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("%w: %v", ErrBadCursor, err)
 	}
-	parts := strings.SplitN(string(raw), ":", 3)
-	if len(parts) != 3 || parts[2] == "" || len(parts[2]) > maxMember {
+	parts := strings.SplitN(string(raw), ":", 4)
+	if len(parts) != 4 {
 		return Entry{}, ErrBadCursor
 	}
-	v, err1 := strconv.ParseUint(parts[0], 10, 64)
-	r, err2 := strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil || r < 1 || v >= b.span<<(53-b.timeBits) {
+	v, err1 := strconv.ParseInt(parts[0], 10, 64)
+	o, err2 := strconv.ParseInt(parts[1], 10, 64)
+	r, err3 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || o < 1 || r < 1 || r > o || v < -maxScore-1 || v > maxScore+1 {
 		return Entry{}, ErrBadCursor
 	}
-	e := b.entry(parts[2], v)
-	e.Rank = r
+	e, ok := b.decode(parts[3], float64(v))
+	if !ok || validMember(e.Member) != nil || b.isPacked() && v < 0 {
+		return Entry{}, ErrBadCursor
+	}
+	e.ordinal, e.Rank = o, r
 	return e, nil
 }
 
-// after returns the n entries ranked right after e: members at e's value
-// with a smaller name, then a few of every shard's values below it (as Top
-// reads from the top), and more only from shards whose last entry made the
-// cut.
+// after returns the n entries ranked right after e: a few of every shard's
+// nearest below it (as Top reads from the top), and more only from shards
+// whose last entry made the cut.
 func (b *Board) after(ctx context.Context, e Entry, n int) ([]Entry, error) {
-	p := newPosition(e)
 	q := newBatch(ctx)
-	down := newSide(len(b.shards), false)
-	equal := q.names(b, p, allShards(len(b.shards)))
-	down.askAll(q, b, p, min(n, 2*n/len(b.shards)+4))
+	down := newSide(len(b.shards), false, e)
+	per := min(n, 2*n/len(b.shards)+4)
+	ps := q.probeAll(b, e, 0, per)
 	if err := q.run(b.c); err != nil {
 		return nil, fmt.Errorf("rank: page of %s: %w", b.cfg.Name, err)
 	}
-	down.placeTied(b, p, equal)
-	down.collect(b)
-	down.askMore(q, b, p, n)
+	for i, p := range ps {
+		down.take(i, p, per)
+	}
+	down.askMore(q, b, n)
 	if err := q.run(b.c); err != nil {
 		return nil, fmt.Errorf("rank: page of %s: %w", b.cfg.Name, err)
 	}
-	down.collect(b)
+	down.collect()
 	return down.nearest(n), nil
 }
 

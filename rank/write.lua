@@ -1,4 +1,4 @@
--- Apply score updates to one leaderboard shard.
+-- Apply score updates to one shard of an EncodingPacked board.
 -- KEYS[1] the shard's sorted set
 -- KEYS[2] the shard's encoding record: ARGV[5] as first written
 -- KEYS[3] this call's request key: holds the reply for ARGV[6] ms, so a
@@ -10,18 +10,22 @@
 --         score whoever got there first (smaller tick) sorts higher
 -- ARGV[4] absolute expiry in ms for the keys, 0 for none
 -- ARGV[5] the writer's encoding (epoch, lifetime, resolution)
--- ARGV[6] how long the request key is kept, ms
+-- ARGV[6] how long the request key is kept, ms; 0: no request key
 -- ARGV[7..] triples: mode ('s' set, 'a' add, 'b' keep best), member, value
--- Returns one integer per triple: the member's score after its update, or -1
--- when the update would leave 0..ARGV[2] (that update is not applied); an
--- error when the shard was written with another encoding.
+-- Returns one integer per triple: the member's score after its update, or
+-- -1 - its unchanged score (0 when absent) when the update would leave
+-- 0..ARGV[2] (that update is not applied); an error when the shard was
+-- written with another encoding.
 -- Updates apply in order; all scores are read with one ZMSCORE and all
 -- changes written with one ZADD.
-local done = redis.call('GET', KEYS[3])
-if done then
-  local out = {}
-  for v in string.gmatch(done, '[^,]+') do out[#out + 1] = tonumber(v) end
-  return out
+local keep = tonumber(ARGV[6])
+if keep > 0 then
+  local done = redis.call('GET', KEYS[3])
+  if done then
+    local out = {}
+    for v in string.gmatch(done, '[^,]+') do out[#out + 1] = tonumber(v) end
+    return out
+  end
 end
 local encoding = redis.call('GET', KEYS[2])
 if encoding and encoding ~= ARGV[5] then
@@ -52,7 +56,7 @@ for n = 1, #members do
   if mode == 'a' then new = (c or 0) + value end
   if mode == 'b' and c and c >= value then new = c end
   if new < 0 or new > maxScore then
-    out[n] = -1
+    out[n] = -1 - (c or 0)
   else
     -- An unchanged score keeps the time it was first reached.
     if new ~= c then
@@ -77,7 +81,9 @@ if tonumber(ARGV[4]) > 0 then
   redis.call('PEXPIREAT', KEYS[1], ARGV[4])
   redis.call('PEXPIREAT', KEYS[2], ARGV[4])
 end
-local reply = {}
-for n = 1, #out do reply[n] = string.format('%.0f', out[n]) end
-redis.call('SET', KEYS[3], table.concat(reply, ','), 'PX', ARGV[6])
+if keep > 0 then
+  local reply = {}
+  for n = 1, #out do reply[n] = string.format('%.0f', out[n]) end
+  redis.call('SET', KEYS[3], table.concat(reply, ','), 'PX', keep)
+end
 return out

@@ -33,7 +33,7 @@ func run(ctx context.Context, players int) error {
 	defer st.Close()
 	r := st.Redis
 	ns := "casebook-example-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	board, err := rank.New(r.Client, rank.Config{Name: "arena", Namespace: ns, Shards: 64, Epoch: time.Now().Add(-time.Minute)})
+	board, err := rank.New(r.Client, rank.Config{Name: "arena", Namespace: ns, Shards: 64})
 	if err != nil {
 		return err
 	}
