@@ -2,7 +2,6 @@ package feed
 
 import (
 	"context"
-	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -26,32 +25,19 @@ type instruments struct {
 }
 
 // reasons are the refusals, as the metrics name them.
-var reasons = []struct {
-	err    error
-	reason string
-}{
-	{ErrInvalid, "invalid"},
-	{ErrCursor, "cursor"},
-	{ErrNotFound, "not_found"},
-	{ErrBlocked, "blocked"},
-	{outbox.ErrPoison, "poison"}, // ErrBadMessage is always marked poison
+var reasons = []obs.Reason{
+	{Err: ErrInvalid, Name: "invalid"},
+	{Err: ErrCursor, Name: "cursor"},
+	{Err: ErrNotFound, Name: "not_found"},
+	{Err: ErrBlocked, Name: "blocked"},
+	{Err: outbox.ErrPoison, Name: "poison"}, // ErrBadMessage is always marked poison
 }
 
-func classify(err error) (string, string) {
-	for _, r := range reasons {
-		if errors.Is(err, r.err) {
-			return obs.Refused, r.reason
-		}
-	}
-	return obs.Error, ""
-}
+var classify = obs.Refuse(reasons...)
 
 func newInstruments(mp metric.MeterProvider, tp trace.TracerProvider) *instruments {
 	b := obs.NewBlock("feed", mp, tp)
-	names := make([]string, len(reasons))
-	for i, r := range reasons {
-		names[i] = r.reason
-	}
+	names := obs.Names(reasons)
 	op := func(name string) *obs.Op { return b.Op(name, classify, names...) }
 	in := &instruments{block: b,
 		publish: op("publish"), delete: op("delete"), post: op("post"), timeline: op("timeline"),

@@ -2,7 +2,6 @@ package idgen
 
 import (
 	"context"
-	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -16,31 +15,18 @@ import (
 // counted by nothing.
 
 // reasons are the refusals, as the metrics name them.
-var reasons = []struct {
-	err    error
-	reason string
-}{
-	{ErrSegmentConfig, "invalid"},
-	{ErrNoFreeNode, "no_free_node"},
-	{ErrLeaseLost, "lease_lost"},
-	{ErrClockBackwards, "clock_backwards"},
+var reasons = []obs.Reason{
+	{Err: ErrSegmentConfig, Name: "invalid"},
+	{Err: ErrNoFreeNode, Name: "no_free_node"},
+	{Err: ErrLeaseLost, Name: "lease_lost"},
+	{Err: ErrClockBackwards, Name: "clock_backwards"},
 }
 
-func classify(err error) (string, string) {
-	for _, r := range reasons {
-		if errors.Is(err, r.err) {
-			return obs.Refused, r.reason
-		}
-	}
-	return obs.Error, ""
-}
+var classify = obs.Refuse(reasons...)
 
 func newBlock(mp metric.MeterProvider, tp trace.TracerProvider) (*obs.Block, func(string) *obs.Op) {
 	b := obs.NewBlock("idgen", mp, tp)
-	names := make([]string, len(reasons))
-	for i, r := range reasons {
-		names[i] = r.reason
-	}
+	names := obs.Names(reasons)
 	return b, func(name string) *obs.Op { return b.Op(name, classify, names...) }
 }
 

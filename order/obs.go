@@ -56,22 +56,19 @@ const (
 
 // reasons are the refusals, as the metrics name them; the first match
 // wins, so more specific errors come first.
-var reasons = []struct {
-	err    error
-	reason string
-}{
-	{ErrBadCursor, "bad_cursor"},
-	{ErrInvalid, "invalid"},
-	{ErrNotFound, "not_found"},
-	{ErrIllegalTransition, "illegal_transition"},
-	{ErrConflict, "conflict"},
-	{ErrOutOfStock, "out_of_stock"},
-	{ErrHanging, "hanging"},
-	{ErrRefundTooLarge, "refund_too_large"},
-	{ErrQuantity, "quantity"},
-	{ErrSignature, "signature"},
-	{errTooLarge, "too_large"},
-	{errMethod, "method"},
+var reasons = []obs.Reason{
+	{Err: ErrBadCursor, Name: "bad_cursor"},
+	{Err: ErrInvalid, Name: "invalid"},
+	{Err: ErrNotFound, Name: "not_found"},
+	{Err: ErrIllegalTransition, Name: "illegal_transition"},
+	{Err: ErrConflict, Name: "conflict"},
+	{Err: ErrOutOfStock, Name: "out_of_stock"},
+	{Err: ErrHanging, Name: "hanging"},
+	{Err: ErrRefundTooLarge, Name: "refund_too_large"},
+	{Err: ErrQuantity, Name: "quantity"},
+	{Err: ErrSignature, Name: "signature"},
+	{Err: errTooLarge, Name: "too_large"},
+	{Err: errMethod, Name: "method"},
 }
 
 // callbackReasons are the reasons of a refused callback (ErrCallback).
@@ -101,21 +98,15 @@ func classify(err error) (string, string) {
 	if r, ok := errors.AsType[*refusal](err); ok {
 		return obs.Refused, r.reason
 	}
-	for _, r := range reasons {
-		if errors.Is(err, r.err) {
-			return obs.Refused, r.reason
-		}
+	if name, ok := obs.Match(err, reasons); ok {
+		return obs.Refused, name
 	}
 	return obs.Error, ""
 }
 
 func newInstruments(s *Service, mp metric.MeterProvider, tp trace.TracerProvider) *instruments {
 	b := obs.NewBlock("order", mp, tp)
-	names := make([]string, 0, len(reasons)+len(callbackReasons))
-	for _, r := range reasons {
-		names = append(names, r.reason)
-	}
-	names = append(names, callbackReasons...)
+	names := append(obs.Names(reasons), callbackReasons...)
 	op := func(name string) *obs.Op { return b.Op(name, classify, names...) }
 	in := &instruments{block: b,
 		create: op("create"), createBatch: op("create_batch"), byRequest: op("by_request"), get: op("get"), getMany: op("get_many"),

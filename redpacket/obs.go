@@ -28,31 +28,21 @@ type instruments struct {
 
 // refusals are the package's sentinels that refuse an operation (not a
 // fault), as the metrics name them; the first that matches wins.
-var refusals = []struct {
-	err    error
-	reason string
-}{
-	{ErrInvalid, "invalid"},
-	{ErrInsufficientFunds, "insufficient_funds"},
-	{ErrNotFound, "not_found"},
-	{ErrExpired, "expired"},
-	{ErrEmpty, "empty"},
-	{ErrAlreadyClaimed, "already_claimed"},
-	{ErrNotRecipient, "not_recipient"},
-	{ErrNotExpired, "not_expired"},
-	{ErrFence, "fenced"},
-	{ErrLateClaim, "late_claim"},
-	{ErrBadMessage, "bad_message"},
+var refusals = []obs.Reason{
+	{Err: ErrInvalid, Name: "invalid"},
+	{Err: ErrInsufficientFunds, Name: "insufficient_funds"},
+	{Err: ErrNotFound, Name: "not_found"},
+	{Err: ErrExpired, Name: "expired"},
+	{Err: ErrEmpty, Name: "empty"},
+	{Err: ErrAlreadyClaimed, Name: "already_claimed"},
+	{Err: ErrNotRecipient, Name: "not_recipient"},
+	{Err: ErrNotExpired, Name: "not_expired"},
+	{Err: ErrFence, Name: "fenced"},
+	{Err: ErrLateClaim, Name: "late_claim"},
+	{Err: ErrBadMessage, Name: "bad_message"},
 }
 
-func classify(err error) (string, string) {
-	for _, r := range refusals {
-		if errors.Is(err, r.err) {
-			return obs.Refused, r.reason
-		}
-	}
-	return obs.Error, ""
-}
+var classify = obs.Refuse(refusals...)
 
 // openReasons are the refusals an open can meet.
 var openReasons = []string{"invalid", "not_found", "expired", "empty", "not_recipient"}

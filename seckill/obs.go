@@ -2,7 +2,6 @@ package seckill
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -25,34 +24,21 @@ type instruments struct {
 
 // buyReasons are the refusals a purchase can meet, as the metrics name
 // them.
-var buyReasons = []struct {
-	err    error
-	reason string
-}{
-	{ErrSoldOut, "sold_out"},
-	{ErrLimitReached, "limit_reached"},
-	{ErrRateLimited, "rate_limited"},
-	{ErrNotStarted, "not_started"},
-	{ErrEnded, "ended"},
-	{ErrInvalid, "invalid"},
-	{ErrNoCampaign, "no_campaign"},
+var buyReasons = []obs.Reason{
+	{Err: ErrSoldOut, Name: "sold_out"},
+	{Err: ErrLimitReached, Name: "limit_reached"},
+	{Err: ErrRateLimited, Name: "rate_limited"},
+	{Err: ErrNotStarted, Name: "not_started"},
+	{Err: ErrEnded, Name: "ended"},
+	{Err: ErrInvalid, Name: "invalid"},
+	{Err: ErrNoCampaign, Name: "no_campaign"},
 }
 
-func classifyBuy(err error) (string, string) {
-	for _, r := range buyReasons {
-		if errors.Is(err, r.err) {
-			return obs.Refused, r.reason
-		}
-	}
-	return obs.Error, ""
-}
+var classifyBuy = obs.Refuse(buyReasons...)
 
 func newInstruments(s *Service, mp metric.MeterProvider, tp trace.TracerProvider) *instruments {
 	b := obs.NewBlock("seckill", mp, tp)
-	reasons := make([]string, len(buyReasons))
-	for i, r := range buyReasons {
-		reasons[i] = r.reason
-	}
+	reasons := obs.Names(buyReasons)
 	in := &instruments{block: b,
 		buy:        b.Op("buy", classifyBuy, reasons...),
 		buyBatched: b.Op("buy_batched", classifyBuy, reasons...),

@@ -59,22 +59,19 @@ func (c *cacheCounters) add(layer, result int) { c[layer][result].Add(1) }
 // refusals are the errors the metrics count as refused, with their reasons;
 // the first match wins (ErrBlocked wraps ErrInvalidURL, ErrMaxVisits
 // ErrExpired).
-var refusals = []struct {
-	err    error
-	reason string
-}{
-	{ErrBlocked, "blocked"},
-	{ErrInvalidURL, "invalid"},
-	{ErrInvalidAlias, "invalid"},
-	{ErrInvalidOptions, "invalid"},
-	{errBody, "invalid"},
-	{ErrAliasTaken, "alias_taken"},
-	{ErrRateLimited, "rate_limited"},
-	{ErrNotFound, "not_found"},
-	{ErrMaxVisits, "max_visits"},
-	{ErrExpired, "expired"},
-	{ErrClosed, "closed"},
-	{ErrUnauthorized, "unauthorized"},
+var refusals = []obs.Reason{
+	{Err: ErrBlocked, Name: "blocked"},
+	{Err: ErrInvalidURL, Name: "invalid"},
+	{Err: ErrInvalidAlias, Name: "invalid"},
+	{Err: ErrInvalidOptions, Name: "invalid"},
+	{Err: errBody, Name: "invalid"},
+	{Err: ErrAliasTaken, Name: "alias_taken"},
+	{Err: ErrRateLimited, Name: "rate_limited"},
+	{Err: ErrNotFound, Name: "not_found"},
+	{Err: ErrMaxVisits, Name: "max_visits"},
+	{Err: ErrExpired, Name: "expired"},
+	{Err: ErrClosed, Name: "closed"},
+	{Err: ErrUnauthorized, Name: "unauthorized"},
 }
 
 func classify(err error) (string, string) {
@@ -82,10 +79,8 @@ func classify(err error) (string, string) {
 	if errors.As(err, &tooBig) { // a request body over maxBody
 		return obs.Refused, "invalid"
 	}
-	for _, r := range refusals {
-		if errors.Is(err, r.err) {
-			return obs.Refused, r.reason
-		}
+	if name, ok := obs.Match(err, refusals); ok {
+		return obs.Refused, name
 	}
 	return obs.Error, ""
 }

@@ -43,35 +43,19 @@ func invalid(err error) error             { return invalidInput{err} }
 // call answers granted=false, with no error, and counts as a refusal.
 var errAlreadyGranted = errors.New("signin: granted before")
 
-type refusal struct {
-	err    error
-	reason string
-}
-
 // refusals are the sentinels that refuse an operation (not a fault), as the
 // metrics name them; the first that matches wins.
-var refusals = []refusal{
-	{ErrInvalidUser, "invalid"},
-	{errInvalidInput, "invalid"},
-	{ErrOutsideWindow, "outside_window"},
-	{ErrNoCard, "no_card"},
-	{ErrAlreadySigned, "already_signed"},
-	{ErrBadTask, "bad_task"},
-	{errAlreadyGranted, "already_granted"},
+var refusals = []obs.Reason{
+	{Err: ErrInvalidUser, Name: "invalid"},
+	{Err: errInvalidInput, Name: "invalid"},
+	{Err: ErrOutsideWindow, Name: "outside_window"},
+	{Err: ErrNoCard, Name: "no_card"},
+	{Err: ErrAlreadySigned, Name: "already_signed"},
+	{Err: ErrBadTask, Name: "bad_task"},
+	{Err: errAlreadyGranted, Name: "already_granted"},
 }
 
-func classifyBy(table []refusal) obs.Classify {
-	return func(err error) (string, string) {
-		for _, r := range table {
-			if errors.Is(err, r.err) {
-				return obs.Refused, r.reason
-			}
-		}
-		return obs.Error, ""
-	}
-}
-
-var classify = classifyBy(refusals)
+var classify = obs.Refuse(refusals...)
 
 func newInstruments(s *Service, mp metric.MeterProvider, tp trace.TracerProvider) *instruments {
 	b := obs.NewBlock("signin", mp, tp)
@@ -127,7 +111,7 @@ func newLedgerInstruments(mp metric.MeterProvider, tp trace.TracerProvider) *led
 	b := obs.NewBlock("signin", mp, tp)
 	return &ledgerInstruments{
 		grant:   b.Op("grant", classify, "bad_task", "already_granted"),
-		handle:  b.Op("handle_reward", classifyBy([]refusal{{outbox.ErrPoison, "poison"}}), "poison"),
+		handle:  b.Op("handle_reward", obs.RefuseIf(outbox.ErrPoison, "poison"), "poison"),
 		balance: b.Op("balance", nil),
 		entries: b.Op("entries", nil),
 	}

@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -163,13 +164,46 @@ type Classify func(error) (outcome, reason string)
 
 // RefuseIf classifies an error matching target (errors.Is) as a refusal
 // for reason, and every other error as an Error.
-func RefuseIf(target error, reason string) Classify {
+func RefuseIf(target error, reason string) Classify { return Refuse(Reason{target, reason}) }
+
+// Reason names a refusal: an error matching Err (errors.Is) is refused
+// for the reason Name.
+type Reason struct {
+	Err  error
+	Name string
+}
+
+// Refuse classifies an error matching one of reasons — the first that
+// matches, so list the more specific first — as a refusal for its name,
+// and every other error as an Error.
+func Refuse(reasons ...Reason) Classify {
 	return func(err error) (string, string) {
-		if errors.Is(err, target) {
-			return Refused, reason
+		if name, ok := Match(err, reasons); ok {
+			return Refused, name
 		}
 		return Error, ""
 	}
+}
+
+// Match returns the name of the first of reasons err matches.
+func Match(err error, reasons []Reason) (string, bool) {
+	for _, r := range reasons {
+		if errors.Is(err, r.Err) {
+			return r.Name, true
+		}
+	}
+	return "", false
+}
+
+// Names lists reasons' names, each once, in order: what an Op declares.
+func Names(reasons []Reason) []string {
+	var names []string
+	for _, r := range reasons {
+		if !slices.Contains(names, r.Name) {
+			names = append(names, r.Name)
+		}
+	}
+	return names
 }
 
 // Op is one public operation's instruments.
