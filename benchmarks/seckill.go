@@ -36,7 +36,7 @@ func seckillBuy(name string, batched bool) Measurement {
 			}, nil
 		}
 		b := sale.NewBatcher(seckill.BatchConfig{})
-		env.Fixture("batcher:"+ns, func() (any, func(), error) { return b, b.Close, nil }) // closed at the end
+		env.Fixture("batcher:"+ns, func() (any, func(), error) { return b, func() { b.Close() }, nil }) // closed at the end
 		return func() error {
 			_, err := b.Buy(ctx, "u"+strconv.FormatInt(n.Add(1), 10), 1)
 			return err

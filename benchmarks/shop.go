@@ -26,7 +26,7 @@ func seckillSoldOut() Measurement {
 			return nil, err
 		}
 		b := sale.NewBatcher(seckill.BatchConfig{})
-		env.Fixture("batcher:"+ns, func() (any, func(), error) { return b, b.Close, nil })
+		env.Fixture("batcher:"+ns, func() (any, func(), error) { return b, func() { b.Close() }, nil })
 		var n atomic.Int64
 		return func() error {
 			_, err := b.Buy(ctx, "u"+strconv.FormatInt(n.Add(1), 10), 1)

@@ -174,8 +174,9 @@ func (s *Segment) prefetch() {
 // Close stops the allocator: it cancels a background fetch in flight and
 // waits for it to end, and Next returns ErrClosed from then on. The unused
 // ids of the current and the prefetched lease are lost, as when the process
-// stops. Close is safe to call more than once and concurrently with Next.
-func (s *Segment) Close() {
+// stops. Close is safe to call more than once and concurrently with Next;
+// it returns nil (a Segment is an io.Closer).
+func (s *Segment) Close() error {
 	s.mu.Lock()
 	s.closed.Store(true)
 	wait, cancel := s.fetching, s.cancelFetch
@@ -185,6 +186,7 @@ func (s *Segment) Close() {
 		<-wait
 	}
 	s.obs.gauges.Close()
+	return nil
 }
 
 // advance replaces the used-up lease old with the next one: the prefetched

@@ -251,8 +251,9 @@ func (s *Snowflake) renewInBackground(atMs int64) {
 
 // Close cancels a background renewal of the checkpoint and waits for it to
 // end; Next returns ErrClosed from then on. It is safe to call more than
-// once and concurrently with Next.
-func (s *Snowflake) Close() {
+// once and concurrently with Next; it returns nil (a Snowflake is an
+// io.Closer).
+func (s *Snowflake) Close() error {
 	s.bgMu.Lock()
 	s.closed.Store(true)
 	if s.cancelRenew != nil {
@@ -260,6 +261,7 @@ func (s *Snowflake) Close() {
 	}
 	s.bgMu.Unlock()
 	s.bg.Wait()
+	return nil
 }
 
 // SnowflakeTime returns the time an id was issued at, to the millisecond.

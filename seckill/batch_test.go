@@ -3,6 +3,8 @@ package seckill_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -196,4 +198,49 @@ func TestReconcileRebuildsBatchRecords(t *testing.T) {
 		t.Fatalf("%d reservations open after a cancel, want 2", open)
 	}
 	f.checkRebuilt(ctx, 10, 1)
+}
+
+// Closing a Batcher twice is harmless (it closed a closed channel, a
+// panic, before); buys racing Close all return — decided, or
+// ErrBatcherClosed — none left waiting for an answer nobody gives (a buy
+// queued as the loops stopped waited forever before), and a buy after
+// Close is ErrBatcherClosed.
+func TestBatcherClose(t *testing.T) {
+	ctx := context.Background()
+	f := setup(t, testenv.NewRedis(t), 1_000_000, 1, 4, seckill.Config{})
+	for round := range 20 {
+		b := f.sl.NewBatcher(seckill.BatchConfig{})
+		var wg sync.WaitGroup
+		done := make(chan struct{})
+		for i := range 32 { // buyers until the batcher closes under them
+			wg.Go(func() {
+				for n := 0; ; n++ {
+					_, err := b.Buy(ctx, fmt.Sprintf("u%d-%d-%d", round, i, n), 1)
+					if errors.Is(err, seckill.ErrBatcherClosed) {
+						return
+					}
+					if err != nil && !errors.Is(err, seckill.ErrSoldOut) {
+						t.Errorf("a buy racing Close: %v", err)
+						return
+					}
+				}
+			})
+		}
+		go func() { wg.Wait(); close(done) }()
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		var c io.Closer = b
+		for range 2 {
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: buys racing Close never returned", round)
+		}
+		if _, err := b.Buy(ctx, "late", 1); !errors.Is(err, seckill.ErrBatcherClosed) {
+			t.Fatalf("a buy after Close: %v", err)
+		}
+	}
 }

@@ -259,12 +259,17 @@ func callID() string {
 // trip. Every caller still gets its own answer, and a user twice in one batch
 // is decided in order.
 type Batcher struct {
-	sl     *Sale
-	queues []chan *waiting
-	cfg    BatchConfig
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	sl      *Sale
+	queues  []chan *waiting
+	cfg     BatchConfig
+	stop    chan struct{}
+	drained chan struct{} // closed once Close answered everyone queued
+	wg      sync.WaitGroup
+	closed  sync.Once
 }
+
+// ErrBatcherClosed is returned by a Batcher's Buy after Close.
+var ErrBatcherClosed = errors.New("seckill: batcher closed")
 
 // BatchConfig sizes a Batcher.
 type BatchConfig struct {
@@ -292,7 +297,7 @@ func (sl *Sale) NewBatcher(cfg BatchConfig) *Batcher {
 	if cfg.Linger == 0 {
 		cfg.Linger = 200 * time.Microsecond
 	}
-	b := &Batcher{sl: sl, cfg: cfg, stop: make(chan struct{})}
+	b := &Batcher{sl: sl, cfg: cfg, stop: make(chan struct{}), drained: make(chan struct{})}
 	for bucket := range sl.c.Buckets {
 		q := make(chan *waiting, 4*cfg.MaxBatch)
 		b.queues = append(b.queues, q)
@@ -309,6 +314,11 @@ func (b *Batcher) Buy(ctx context.Context, user string, qty int64) (string, erro
 }
 
 func (b *Batcher) buy(ctx context.Context, user string, qty int64) (string, error) {
+	select {
+	case <-b.stop:
+		return "", ErrBatcherClosed
+	default:
+	}
 	if err := b.sl.admit(ctx, user, qty); err != nil {
 		return "", err
 	}
@@ -319,9 +329,19 @@ func (b *Batcher) buy(ctx context.Context, user string, qty int64) (string, erro
 	case <-ctx.Done():
 		return "", ctx.Err()
 	case <-b.stop:
-		return "", fmt.Errorf("seckill: batcher closed")
+		return "", ErrBatcherClosed
 	}
-	<-w.done // decided even if ctx ends meanwhile: the answer must not be lost
+	select {
+	case <-w.done: // decided even if ctx ends meanwhile: the answer must not be lost
+	case <-b.drained:
+		// Queued as Close stopped the loops (select picks either of two
+		// ready cases), after its drain: nothing will decide w.
+		select {
+		case <-w.done:
+		default:
+			return "", ErrBatcherClosed
+		}
+	}
 	if w.err != nil && !errors.Is(w.err, ErrNotReplicated) {
 		return "", w.err
 	}
@@ -368,20 +388,26 @@ func (b *Batcher) loop(bucket int, q chan *waiting) {
 	}
 }
 
-// Close stops the batcher's loops; requests still queued get an error.
-func (b *Batcher) Close() {
-	close(b.stop)
-	b.wg.Wait()
-	for _, q := range b.queues { // answer whoever is still queued
-		for {
-			select {
-			case w := <-q:
-				w.err = fmt.Errorf("seckill: batcher closed")
-				close(w.done)
-				continue
-			default:
+// Close stops the batcher's loops; requests still queued get an error. It
+// is safe to call more than once (it closed a closed channel before) and
+// always returns nil: a Batcher is an io.Closer.
+func (b *Batcher) Close() error {
+	b.closed.Do(func() {
+		close(b.stop)
+		b.wg.Wait()
+		for _, q := range b.queues { // answer whoever is still queued
+			for {
+				select {
+				case w := <-q:
+					w.err = ErrBatcherClosed
+					close(w.done)
+					continue
+				default:
+				}
+				break
 			}
-			break
 		}
-	}
+		close(b.drained)
+	})
+	return nil
 }

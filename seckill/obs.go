@@ -32,6 +32,7 @@ var buyReasons = []obs.Reason{
 	{Err: ErrEnded, Name: "ended"},
 	{Err: ErrInvalid, Name: "invalid"},
 	{Err: ErrNoCampaign, Name: "no_campaign"},
+	{Err: ErrBatcherClosed, Name: "closed"},
 }
 
 var classifyBuy = obs.Refuse(buyReasons...)

@@ -219,7 +219,7 @@ func Start(ctx context.Context, b Backends, o Options) (_ *Env, err error) {
 		return nil, err
 	}
 	batcher := sale.NewBatcher(seckill.BatchConfig{})
-	cleanup = append(cleanup, batcher.Close)
+	cleanup = append(cleanup, func() { batcher.Close() })
 	sessionKey := make([]byte, 32) // a real shop shares its login service's key
 	if _, err := rand.Read(sessionKey); err != nil {
 		return nil, err
