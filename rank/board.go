@@ -13,6 +13,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/casebook-dev/casebook/internal/keys"
@@ -42,6 +44,9 @@ var (
 	// packed board's other Epoch, Lifetime or Resolution): they would decode
 	// to wrong scores and times, so nothing is read or written.
 	ErrEncodingMismatch = errors.New("rank: board encoding mismatch")
+	// ErrInvalid is wrapped by the errors of bad arguments (a member name,
+	// a request id, a size or a range out of bounds); nothing changed.
+	ErrInvalid = errors.New("rank: invalid argument")
 )
 
 // Order says which scores rank first.
@@ -132,6 +137,10 @@ type Config struct {
 	Staleness time.Duration
 	// Now is the clock, for tests. Default time.Now.
 	Now func() time.Time
+	// MeterProvider and TracerProvider receive the board's metrics and
+	// spans (doc.go, Observability). Default the global ones.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
 }
 
 // Board is a leaderboard: members with integer scores, ranked by score and,
@@ -156,6 +165,7 @@ type Board struct {
 
 	flight singleflight.Group
 	cached atomic.Pointer[cachedTop]
+	obs    *instruments
 }
 
 // packing is how an EncodingPacked board splits a float64 between score and
@@ -205,7 +215,7 @@ func New(c redis.UniversalClient, cfg Config) (*Board, error) {
 	case cfg.Encoding == EncodingPacked && (cfg.Order != Descending || cfg.Ties != Ordinal):
 		return nil, fmt.Errorf("%w: a packed board ranks descending and ordinal only", ErrConfig)
 	}
-	b := &Board{c: c, cfg: cfg, sign: 1}
+	b := &Board{c: c, cfg: cfg, sign: 1, obs: newInstruments(cfg.MeterProvider, cfg.TracerProvider)}
 	if cfg.Order == Ascending {
 		b.sign = -1
 	}

@@ -104,6 +104,28 @@
 // calls (a lookup, then one per shard) where a one-shard Rank sends 1. Use
 // as few shards as the write load and the set size allow.
 //
+// Observability: a Board emits OpenTelemetry metrics and spans to
+// Config.MeterProvider and TracerProvider, by default the global ones (with
+// none installed: no clock read, no span, no allocation — a check per
+// operation, 19 ns, internal/obs's BenchmarkOpUninstalled):
+//
+//	casebook.rank.operation.duration  histogram (s)  casebook.operation, casebook.outcome, casebook.reason
+//	casebook.rank.operations          counter        the same
+//
+// Operations (each a span "rank.<operation>") are set, add, best, apply,
+// apply_once, remove, set_meta, meta, score, rank, around, top, page, size,
+// rank_of_score, count_in_range and percentile; refusals give a reason:
+// invalid (ErrInvalid), score_range, time_range, not_found, bad_cursor or
+// encoding_mismatch. A board's calls to its own operations (Set's Apply,
+// Page's first Top) are not counted again; TopCached's refresh counts as a
+// top, its answers from memory not at all. No attribute holds a member.
+// Cost with no provider, BenchmarkWrite before and after in one session
+// (CASEBOOK_REDIS_ADDR=127.0.0.1:6379 go test -p 1 ./rank/ -run XXX -bench
+// BenchmarkWrite -benchtime 1s, twice each, interleaved): the same
+// allocations (42 per Set or Add), Set 59.1–61.8 µs against 59.1–61.1,
+// Add 82.0–82.4 against 77.6–80.8, while the untouched ZADD and ZINCRBY
+// rows of the same runs moved by as much.
+//
 // TopCached serves the top from process memory, refreshed at most once per
 // Staleness (1 s) by one of the concurrent readers. Periodic hands out daily,
 // weekly or monthly boards in a time zone, accepting writes during their

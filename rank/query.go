@@ -30,7 +30,9 @@ func (b *Board) checkScore(score int64) error {
 // distinct better scores), so in Ordinal mode the rank of the first member
 // to have reached score. One ZCOUNT per shard, pipelined; Dense costs what
 // Rank's does.
-func (b *Board) RankOfScore(ctx context.Context, score int64) (int64, error) {
+func (b *Board) RankOfScore(ctx context.Context, score int64) (_ int64, err error) {
+	ctx, call := b.obs.rankOfScore.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if _, err := b.ready(ctx); err != nil {
 		return 0, err
 	}
@@ -48,7 +50,9 @@ func (b *Board) RankOfScore(ctx context.Context, score int64) (int64, error) {
 
 // CountInRange is the number of members whose score is in [min, max]: one
 // ZCOUNT per shard, pipelined.
-func (b *Board) CountInRange(ctx context.Context, min, max int64) (int64, error) {
+func (b *Board) CountInRange(ctx context.Context, min, max int64) (_ int64, err error) {
+	ctx, call := b.obs.countInRange.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if _, err := b.ready(ctx); err != nil {
 		return 0, err
 	}
@@ -59,7 +63,7 @@ func (b *Board) CountInRange(ctx context.Context, min, max int64) (int64, error)
 		return 0, err
 	}
 	if min > max {
-		return 0, fmt.Errorf("rank: count in [%d, %d]: min above max", min, max)
+		return 0, fmt.Errorf("%w: count in [%d, %d]: min above max", ErrInvalid, min, max)
 	}
 	lo, _ := b.band(min)
 	_, hi := b.band(max)
@@ -73,7 +77,9 @@ func (b *Board) CountInRange(ctx context.Context, min, max int64) (int64, error)
 // is worse than member's: the leader of ten members with distinct scores is
 // at 90, the last at 0, and so is everyone on a board where all share one
 // score. One lookup, then a ZCOUNT and a ZCARD per shard, pipelined.
-func (b *Board) Percentile(ctx context.Context, member string) (float64, error) {
+func (b *Board) Percentile(ctx context.Context, member string) (_ float64, err error) {
+	ctx, call := b.obs.percentile.Start(ctx)
+	defer func() { err = call.End(err) }()
 	h, err := b.home(ctx, member)
 	if err != nil {
 		return 0, err

@@ -26,7 +26,9 @@ func isNil(err error) bool { return errors.Is(err, redis.Nil) }
 func msTime(ms int64) time.Time { return time.UnixMilli(ms) }
 
 // Score returns member's score and when it was reached (Rank left 0).
-func (b *Board) Score(ctx context.Context, member string) (Entry, error) {
+func (b *Board) Score(ctx context.Context, member string) (_ Entry, err error) {
+	ctx, call := b.obs.score.Start(ctx)
+	defer func() { err = call.End(err) }()
 	h, err := b.home(ctx, member)
 	return h.e, err
 }
@@ -97,7 +99,9 @@ func (b *Board) home(ctx context.Context, member string) (found, error) {
 // (O(D log n) on the servers, D/1000 + 1 more round trips) — cheap near the
 // top or on boards of few distinct scores, costly deep in a board of
 // millions of distinct scores.
-func (b *Board) Rank(ctx context.Context, member string) (Entry, error) {
+func (b *Board) Rank(ctx context.Context, member string) (_ Entry, err error) {
+	ctx, call := b.obs.rank.Start(ctx)
+	defer func() { err = call.End(err) }()
 	h, err := b.home(ctx, member)
 	if err != nil {
 		return Entry{}, err
@@ -202,9 +206,11 @@ func (b *Board) numberAfter(prev Entry, es []Entry) {
 //
 // The round trips are not one snapshot: a write landing between them can
 // shift the window by the entries it moves.
-func (b *Board) Around(ctx context.Context, member string, k int) ([]Entry, error) {
+func (b *Board) Around(ctx context.Context, member string, k int) (_ []Entry, err error) {
+	ctx, call := b.obs.around.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if k < 0 || k > 1000 {
-		return nil, fmt.Errorf("rank: around %d is outside 0..1000", k)
+		return nil, fmt.Errorf("%w: around %d is outside 0..1000", ErrInvalid, k)
 	}
 	h, err := b.home(ctx, member)
 	if err != nil {
@@ -299,9 +305,15 @@ func (b *Board) zEntries(zs []redis.Z) ([]Entry, error) {
 // pipelined round trip, and merges; only shards whose last entry still made
 // the cut — rare with a hash spread — are asked for the rest in a second one.
 // The result is exactly the top n.
-func (b *Board) Top(ctx context.Context, n int) ([]Entry, error) {
+func (b *Board) Top(ctx context.Context, n int) (_ []Entry, err error) {
+	ctx, call := b.obs.topOp.Start(ctx)
+	defer func() { err = call.End(err) }()
+	return b.top(ctx, n)
+}
+
+func (b *Board) top(ctx context.Context, n int) ([]Entry, error) {
 	if n < 0 || n > 10000 {
-		return nil, fmt.Errorf("rank: top %d is outside 0..10000", n)
+		return nil, fmt.Errorf("%w: top %d is outside 0..10000", ErrInvalid, n)
 	}
 	if n == 0 {
 		return nil, nil
@@ -361,13 +373,15 @@ func (b *Board) fetchRanges(ctx context.Context, lists [][]Entry, shards []int, 
 // rank: pages stay consistent with each other, but members that move between
 // two calls may be seen twice or not at all, as with any cursor over live
 // data.
-func (b *Board) Page(ctx context.Context, cursor string, n int) ([]Entry, string, error) {
+func (b *Board) Page(ctx context.Context, cursor string, n int) (_ []Entry, _ string, err error) {
+	ctx, call := b.obs.page.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if n < 1 || n > 1000 {
-		return nil, "", fmt.Errorf("rank: page size %d is outside 1..1000", n)
+		return nil, "", fmt.Errorf("%w: page size %d is outside 1..1000", ErrInvalid, n)
 	}
 	var page []Entry
 	if cursor == "" {
-		top, err := b.Top(ctx, n)
+		top, err := b.top(ctx, n)
 		if err != nil {
 			return nil, "", err
 		}
@@ -444,7 +458,9 @@ func (b *Board) after(ctx context.Context, e Entry, n int) ([]Entry, error) {
 }
 
 // Size returns the number of members on the board.
-func (b *Board) Size(ctx context.Context) (int64, error) {
+func (b *Board) Size(ctx context.Context) (_ int64, err error) {
+	ctx, call := b.obs.size.Start(ctx)
+	defer func() { err = call.End(err) }()
 	pipe := b.c.Pipeline()
 	cmds := make([]*redis.IntCmd, len(b.shards))
 	for i, key := range b.shards {

@@ -61,24 +61,30 @@ const maxMember = 256
 
 // Set replaces member's score and returns it. Setting the score a member
 // already has keeps the time it first reached it.
-func (b *Board) Set(ctx context.Context, member string, score int64) (int64, error) {
+func (b *Board) Set(ctx context.Context, member string, score int64) (_ int64, err error) {
+	ctx, call := b.obs.set.Start(ctx)
+	defer func() { err = call.End(err) }()
 	return b.one(ctx, Update{Member: member, Mode: Replace, Value: score})
 }
 
 // Add adds delta to member's score (a new member starts at 0) and returns
 // the new score.
-func (b *Board) Add(ctx context.Context, member string, delta int64) (int64, error) {
+func (b *Board) Add(ctx context.Context, member string, delta int64) (_ int64, err error) {
+	ctx, call := b.obs.add.Start(ctx)
+	defer func() { err = call.End(err) }()
 	return b.one(ctx, Update{Member: member, Mode: Increment, Value: delta})
 }
 
 // Best makes score member's score if it ranks better than the current one
 // (higher; lower on an Ascending board) and returns the score afterwards.
-func (b *Board) Best(ctx context.Context, member string, score int64) (int64, error) {
+func (b *Board) Best(ctx context.Context, member string, score int64) (_ int64, err error) {
+	ctx, call := b.obs.best.Start(ctx)
+	defer func() { err = call.End(err) }()
 	return b.one(ctx, Update{Member: member, Mode: KeepBest, Value: score})
 }
 
 func (b *Board) one(ctx context.Context, u Update) (int64, error) {
-	scores, err := b.Apply(ctx, []Update{u})
+	scores, err := b.apply(ctx, newRequestID(), false, []Update{u})
 	if err != nil {
 		return 0, err
 	}
@@ -111,7 +117,9 @@ const ReplayWindow = 30 * time.Second
 // should another write to the member land between the lost reply and the
 // retry, applies the older value again. To retry a failed Apply yourself
 // without adding twice, use ApplyOnce.
-func (b *Board) Apply(ctx context.Context, updates []Update) ([]int64, error) {
+func (b *Board) Apply(ctx context.Context, updates []Update) (_ []int64, err error) {
+	ctx, call := b.obs.applyOp.Start(ctx)
+	defer func() { err = call.End(err) }()
 	return b.apply(ctx, newRequestID(), false, updates)
 }
 
@@ -120,9 +128,11 @@ func (b *Board) Apply(ctx context.Context, updates []Update) ([]int64, error) {
 // first call's scores and changes nothing, whatever the modes. Use it to
 // retry a write whose outcome is unknown (a timeout), e.g. with the id of
 // the event that caused it.
-func (b *Board) ApplyOnce(ctx context.Context, requestID string, updates []Update) ([]int64, error) {
+func (b *Board) ApplyOnce(ctx context.Context, requestID string, updates []Update) (_ []int64, err error) {
+	ctx, call := b.obs.applyOnce.Start(ctx)
+	defer func() { err = call.End(err) }()
 	if requestID == "" || len(requestID) > 64 {
-		return nil, fmt.Errorf("rank: request id must be 1..64 bytes, got %d", len(requestID))
+		return nil, fmt.Errorf("%w: request id must be 1..64 bytes, got %d", ErrInvalid, len(requestID))
 	}
 	return b.apply(ctx, requestID, true, updates)
 }
@@ -277,13 +287,15 @@ func (b *Board) validate(u Update) error {
 
 func validMember(m string) error {
 	if m == "" || len(m) > maxMember {
-		return fmt.Errorf("rank: member name must be 1..%d bytes, got %d", maxMember, len(m))
+		return fmt.Errorf("%w: member name must be 1..%d bytes, got %d", ErrInvalid, maxMember, len(m))
 	}
 	return nil
 }
 
 // Remove takes members off the board, with their metadata.
-func (b *Board) Remove(ctx context.Context, members ...string) error {
+func (b *Board) Remove(ctx context.Context, members ...string) (err error) {
+	ctx, call := b.obs.remove.Start(ctx)
+	defer func() { err = call.End(err) }()
 	for _, m := range members {
 		if err := validMember(m); err != nil {
 			return err
@@ -322,7 +334,9 @@ func (b *Board) Remove(ctx context.Context, members ...string) error {
 
 // SetMeta stores a small opaque value (a display name, an avatar URL) beside
 // member, returned by Meta.
-func (b *Board) SetMeta(ctx context.Context, member, meta string) error {
+func (b *Board) SetMeta(ctx context.Context, member, meta string) (err error) {
+	ctx, call := b.obs.setMeta.Start(ctx)
+	defer func() { err = call.End(err) }()
 	s := b.shardOf(member)
 	pipe := b.c.Pipeline()
 	pipe.HSet(ctx, b.meta[s], member, meta)
@@ -336,7 +350,9 @@ func (b *Board) SetMeta(ctx context.Context, member, meta string) error {
 }
 
 // Meta returns the metadata of members that have any.
-func (b *Board) Meta(ctx context.Context, members ...string) (map[string]string, error) {
+func (b *Board) Meta(ctx context.Context, members ...string) (_ map[string]string, err error) {
+	ctx, call := b.obs.meta.Start(ctx)
+	defer func() { err = call.End(err) }()
 	pipe := b.c.Pipeline()
 	cmds := make([]interface{ Result() (string, error) }, len(members))
 	for i, m := range members {
