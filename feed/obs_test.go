@@ -89,13 +89,6 @@ func TestMetricsAndSpans(t *testing.T) {
 			delete(got, "casebook.feed.post.lookups casebook.cache.layer="+k+",casebook.cache.result="+r)
 		}
 	}
-	op := func(name, outcome, reason string) []string {
-		s := "casebook.operation=" + name + ",casebook.outcome=" + outcome
-		if reason != "" {
-			s += ",casebook.reason=" + reason
-		}
-		return []string{"casebook.feed.operations " + s, "casebook.feed.operation.duration " + s}
-	}
 	want := map[string]float64{"casebook.feed.fanout.delay": 2}
 	for _, c := range []struct {
 		name, outcome, reason string
@@ -109,9 +102,7 @@ func TestMetricsAndSpans(t *testing.T) {
 		{"post", "refused", "not_found", 1},
 		{"delete", "ok", "", 1}, {"delete", "refused", "not_found", 1},
 	} {
-		for _, k := range op(c.name, c.outcome, c.reason) {
-			want[k] = c.n
-		}
+		obstest.AddOp(want, "feed", c.name, c.outcome, c.reason, c.n)
 	}
 	obstest.Expect(t, got, want)
 

@@ -82,13 +82,6 @@ func TestMetricsAndSpans(t *testing.T) {
 	}
 
 	const list = "casebook.hotlist.list=hot"
-	op := func(name, outcome, reason string) string {
-		s := "casebook.operation=" + name + ",casebook.outcome=" + outcome
-		if reason != "" {
-			s += ",casebook.reason=" + reason
-		}
-		return s
-	}
 	want := map[string]float64{
 		"casebook.hotlist.events " + list + ",casebook.hotlist.result=aggregated":  6,
 		"casebook.hotlist.events " + list + ",casebook.hotlist.result=rejected":    1,
@@ -104,18 +97,23 @@ func TestMetricsAndSpans(t *testing.T) {
 		"casebook.hotlist.flush.lag " + list:                                     0,
 		"casebook.hotlist.claims " + list:                                        2,
 	}
-	for _, d := range []string{"casebook.hotlist.operations ", "casebook.hotlist.operation.duration "} {
-		want[d+op("claim", "ok", "")] = 2
-		want[d+op("claim", "refused", "invalid")] = 1
-		want[d+op("flush", "ok", "")] = 2
-		want[d+op("top", "ok", "")] = 1
-		want[d+op("top", "refused", "invalid")] = 1
-		want[d+op("snapshot", "refused", "no_snapshot")] = 1
-		want[d+op("snapshot", "ok", "")] = 1 // TopCached's miss
-		want[d+op("publish", "ok", "")] = 1
-		want[d+op("pin", "ok", "")] = 1
-		want[d+op("pin", "refused", "invalid")] = 1
-		want[d+op("block", "refused", "invalid")] = 1
+	for _, c := range []struct {
+		op, outcome, reason string
+		n                   float64
+	}{
+		{"claim", "ok", "", 2},
+		{"claim", "refused", "invalid", 1},
+		{"flush", "ok", "", 2},
+		{"top", "ok", "", 1},
+		{"top", "refused", "invalid", 1},
+		{"snapshot", "refused", "no_snapshot", 1},
+		{"snapshot", "ok", "", 1}, // TopCached's miss
+		{"publish", "ok", "", 1},
+		{"pin", "ok", "", 1},
+		{"pin", "refused", "invalid", 1},
+		{"block", "refused", "invalid", 1},
+	} {
+		obstest.AddOp(want, "hotlist", c.op, c.outcome, c.reason, c.n)
 	}
 	obstest.Expect(t, obstest.Points(t, reader), want)
 

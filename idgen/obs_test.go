@@ -115,12 +115,7 @@ func TestMetricsAndSpans(t *testing.T) {
 		{"checkpoint_load", "ok", "", 1}, {"checkpoint_load", "refused", "clock_backwards", 1},
 		{"checkpoint_save", "ok", "", 1},
 	} {
-		s := "casebook.operation=" + c.name + ",casebook.outcome=" + c.outcome
-		if c.reason != "" {
-			s += ",casebook.reason=" + c.reason
-		}
-		want["casebook.idgen.operations "+s] = float64(c.n)
-		want["casebook.idgen.operation.duration "+s] = float64(c.n)
+		obstest.AddOp(want, "idgen", c.name, c.outcome, c.reason, float64(c.n))
 		wantSpans["idgen."+c.name] += c.n
 	}
 	// The Segments are closed: their gauge reports nothing.

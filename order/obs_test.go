@@ -136,12 +136,7 @@ func TestMetricsAndSpans(t *testing.T) {
 		{"get", "refused", "invalid", 1},
 		{"sweep", "ok", "", 1},
 	} {
-		s := "casebook.operation=" + c.name + ",casebook.outcome=" + c.outcome
-		if c.reason != "" {
-			s += ",casebook.reason=" + c.reason
-		}
-		want["casebook.order.operations "+s] = float64(c.n)
-		want["casebook.order.operation.duration "+s] = float64(c.n)
+		obstest.AddOp(want, "order", c.name, c.outcome, c.reason, float64(c.n))
 		wantSpans["order."+c.name] += c.n
 	}
 	obstest.Expect(t, got, want)

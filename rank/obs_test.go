@@ -25,12 +25,11 @@ func TestMetricsAndSpans(t *testing.T) {
 		if !errors.Is(err, wantErr) {
 			t.Fatalf("%s: %v, want %v", op, err, wantErr)
 		}
-		key := "casebook.operation=" + op + ",casebook.outcome=ok"
+		outcome := "ok"
 		if reason != "" {
-			key = "casebook.operation=" + op + ",casebook.outcome=refused,casebook.reason=" + reason
+			outcome = "refused"
 		}
-		want["casebook.rank.operations "+key]++
-		want["casebook.rank.operation.duration "+key]++
+		obstest.AddOp(want, "rank", op, outcome, reason, 1)
 	}
 	_, err := b.Set(ctx, "a", 10)
 	count("set", err, nil, "")
@@ -76,8 +75,7 @@ func TestMetricsAndSpans(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want["casebook.rank.operations casebook.operation=top,casebook.outcome=ok"]++
-	want["casebook.rank.operation.duration casebook.operation=top,casebook.outcome=ok"]++
+	obstest.AddOp(want, "rank", "top", "ok", "", 1)
 	count("remove", b.Remove(ctx, "a"), nil, "")
 	_, err = b.Score(ctx, "a")
 	count("score", err, rank.ErrNotFound, "not_found")

@@ -134,12 +134,7 @@ func TestMetricsAndSpans(t *testing.T) {
 	wantSpans := map[string]int{}
 	for k, n := range ops {
 		parts := strings.Fields(k)
-		attrs := "casebook.operation=" + parts[0] + ",casebook.outcome=" + parts[1]
-		if len(parts) == 3 {
-			attrs += ",casebook.reason=" + parts[2]
-		}
-		want["casebook.redpacket.operations "+attrs] = n
-		want["casebook.redpacket.operation.duration "+attrs] = n
+		obstest.AddOp(want, "redpacket", parts[0], parts[1], strings.Join(parts[2:], ""), n)
 		wantSpans["redpacket."+parts[0]+" "+parts[1]] += int(n)
 	}
 	obstest.Expect(t, obstest.Points(t, reader), want)

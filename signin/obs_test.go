@@ -61,12 +61,7 @@ func (c opCounter) points() (map[string]float64, map[string]int) {
 	want, spans := map[string]float64{}, map[string]int{}
 	for k, n := range c {
 		parts := strings.Fields(k)
-		attrs := "casebook.operation=" + parts[0] + ",casebook.outcome=" + parts[1]
-		if len(parts) == 3 {
-			attrs += ",casebook.reason=" + parts[2]
-		}
-		want["casebook.signin.operations "+attrs] = n
-		want["casebook.signin.operation.duration "+attrs] = n
+		obstest.AddOp(want, "signin", parts[0], parts[1], strings.Join(parts[2:], ""), n)
 		spans["signin."+parts[0]+" "+parts[1]] += int(n)
 	}
 	return want, spans

@@ -135,3 +135,15 @@ func NewSDK() (reader *sdkmetric.ManualReader, mp *sdkmetric.MeterProvider, span
 	spans = tracetest.NewInMemoryExporter()
 	return reader, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), spans, sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 }
+
+// AddOp adds n to want's two points of one operation of block — its
+// counter and its duration histogram, named as Points names them; reason
+// is "" but for a refusal.
+func AddOp(want map[string]float64, block, op, outcome, reason string, n float64) {
+	attrs := "casebook.operation=" + op + ",casebook.outcome=" + outcome
+	if reason != "" {
+		attrs += ",casebook.reason=" + reason
+	}
+	want["casebook."+block+".operations "+attrs] += n
+	want["casebook."+block+".operation.duration "+attrs] += n
+}
