@@ -38,6 +38,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/casebook-dev/casebook/internal/obs"
 	"github.com/casebook-dev/casebook/outbox"
 )
 
@@ -142,6 +144,11 @@ type ConsumerConfig struct {
 	// providers, which cost nothing while none is installed.
 	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
+	// Logger, when set, hears of the consumer's background work: a poison
+	// message skipped or dead-lettered, a handler's transient failure (at
+	// Warn for a message's first, Debug for its retries), a failed
+	// dead-letter publish, the group rejoining after an error. Nil: silent.
+	Logger *slog.Logger
 }
 
 // ErrConfig reports an invalid ConsumerConfig.
@@ -160,6 +167,7 @@ type Consumer struct {
 	handled  atomic.Int64
 	poisoned atomic.Int64
 	obs      *instruments
+	log      *slog.Logger
 }
 
 // NewConsumer consumes topics through group (which the caller closes).
@@ -174,7 +182,8 @@ func NewConsumer(group sarama.ConsumerGroup, topics []string, h outbox.Handler, 
 		return nil, fmt.Errorf("%w: RetryBackoff %v is negative", ErrConfig, cfg.RetryBackoff)
 	}
 	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, 100*time.Millisecond)
-	return &Consumer{group: group, topics: topics, h: h, cfg: cfg, obs: newInstruments(cfg.Group, cfg.MeterProvider, cfg.TracerProvider)}, nil
+	return &Consumer{group: group, topics: topics, h: h, cfg: cfg, obs: newInstruments(cfg.Group, cfg.MeterProvider, cfg.TracerProvider),
+		log: obs.Logger(cfg.Logger, "kafka")}, nil
 }
 
 // Close stops the consumer's lag gauge from being collected; safe to call
@@ -193,6 +202,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if err := c.group.Consume(ctx, c.topics, c); err != nil {
 			if errors.Is(err, sarama.ErrClosedConsumerGroup) {
 				return nil
+			}
+			if ctx.Err() == nil {
+				c.log.Warn("kafka: consume failed; rejoining the group", "topics", c.topics, "retry_in", c.cfg.RetryBackoff, "err", err)
 			}
 			select {
 			case <-ctx.Done():
@@ -234,7 +246,7 @@ func (c *Consumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Cons
 // settle handles m until it is applied or found poison; false means the
 // session ended first.
 func (c *Consumer) settle(ctx context.Context, m *sarama.ConsumerMessage) bool {
-	for {
+	for attempt := 1; ; attempt++ {
 		hctx, call := c.obs.handle.Start(ctx)
 		err := call.End(c.h(hctx, m.Key, m.Value))
 		if err == nil {
@@ -247,6 +259,15 @@ func (c *Consumer) settle(ctx context.Context, m *sarama.ConsumerMessage) bool {
 				return true
 			}
 		}
+		if ctx.Err() != nil {
+			return false
+		}
+		level := slog.LevelWarn
+		if attempt > 1 { // one Warn per message, not one per retry
+			level = slog.LevelDebug
+		}
+		c.log.Log(ctx, level, "kafka: message not settled; retrying it", "topic", m.Topic, "partition", m.Partition,
+			"offset", m.Offset, "attempt", attempt, "retry_in", c.cfg.RetryBackoff, "err", err)
 		select {
 		case <-ctx.Done():
 			return false
@@ -260,10 +281,17 @@ func (c *Consumer) deadLetter(ctx context.Context, m *sarama.ConsumerMessage, ca
 		c.cfg.OnPoison(m.Topic, m.Partition, m.Offset, cause)
 	}
 	if c.cfg.DeadLetter == nil {
+		c.log.Warn("kafka: poison message skipped", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset, "err", cause)
 		return nil
 	}
 	ctx, call := c.obs.deadLetter.Start(ctx)
-	return call.End(c.cfg.DeadLetter.Publish(ctx, []outbox.Message{{Topic: c.cfg.DeadLetterTopic, Key: m.Key, Value: m.Value}}))
+	err := call.End(c.cfg.DeadLetter.Publish(ctx, []outbox.Message{{Topic: c.cfg.DeadLetterTopic, Key: m.Key, Value: m.Value}}))
+	if err != nil {
+		return fmt.Errorf("kafka: dead-letter to %s: %w", c.cfg.DeadLetterTopic, err)
+	}
+	c.log.Warn("kafka: poison message dead-lettered", "topic", m.Topic, "partition", m.Partition, "offset", m.Offset,
+		"dead_letter_topic", c.cfg.DeadLetterTopic, "err", cause)
+	return nil
 }
 
 // ConsumeN joins groupID on topics with Config and runs h until n messages

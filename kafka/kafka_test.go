@@ -11,6 +11,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/casebook-dev/casebook/internal/obs/obstest"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/kafka"
 	"github.com/casebook-dev/casebook/outbox"
@@ -112,6 +113,7 @@ func TestTransientErrorRedelivers(t *testing.T) {
 	publish(t, dial(t, brokers), topic, "a", "1", "a", "2")
 	var got []string
 	failures := 2
+	logs := obstest.NewLogs()
 	c, err := kafka.ConsumeN(timeout(t), brokers, "retry-"+topic, []string{topic}, 2,
 		func(_ context.Context, _, value []byte) error {
 			if string(value) == "1" && failures > 0 {
@@ -120,12 +122,20 @@ func TestTransientErrorRedelivers(t *testing.T) {
 			}
 			got = append(got, string(value))
 			return nil
-		}, kafka.ConsumerConfig{RetryBackoff: time.Millisecond})
+		}, kafka.ConsumerConfig{RetryBackoff: time.Millisecond, Logger: logs.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(got) != "[1 2]" || failures != 0 || c.Poisoned() != 0 {
 		t.Fatalf("handled %v with %d failures left and %d poisoned, want [1 2] after 2 failures", got, failures, c.Poisoned())
+	}
+	// One Warn for the message, its second failure at Debug.
+	want := fmt.Sprintf("casebook.block=kafka topic=%s partition=0 offset=0 attempt=%%d retry_in=1ms err=transient", topic)
+	if lines := logs.Lines(); fmt.Sprint(lines) != fmt.Sprint([]string{
+		"WARN kafka: message not settled; retrying it " + fmt.Sprintf(want, 1),
+		"DEBUG kafka: message not settled; retrying it " + fmt.Sprintf(want, 2),
+	}) {
+		t.Fatalf("logged %q", lines)
 	}
 }
 
@@ -140,6 +150,7 @@ func TestPoisonIsDeadLetteredAndSkipped(t *testing.T) {
 	publish(t, pub, topic, "a", "good-1", "a", "poison", "a", "good-2", "a", "good-3")
 	var got []string
 	var told []string
+	logs := obstest.NewLogs()
 	c, err := kafka.ConsumeN(timeout(t), brokers, "poison-"+topic, []string{topic}, 4,
 		func(_ context.Context, _, value []byte) error {
 			if string(value) == "poison" {
@@ -147,7 +158,7 @@ func TestPoisonIsDeadLetteredAndSkipped(t *testing.T) {
 			}
 			got = append(got, string(value))
 			return nil
-		}, kafka.ConsumerConfig{DeadLetter: pub, DeadLetterTopic: dlq, OnPoison: func(_ string, _ int32, offset int64, err error) {
+		}, kafka.ConsumerConfig{DeadLetter: pub, DeadLetterTopic: dlq, Logger: logs.Logger, OnPoison: func(_ string, _ int32, offset int64, err error) {
 			told = append(told, fmt.Sprintf("%d %v", offset, errors.Is(err, errBad)))
 		}})
 	if err != nil {
@@ -158,6 +169,10 @@ func TestPoisonIsDeadLetteredAndSkipped(t *testing.T) {
 	}
 	if fmt.Sprint(told) != "[1 true]" {
 		t.Fatalf("OnPoison told %v, want offset 1 with the handler's error", told)
+	}
+	if lines, want := logs.Lines(), fmt.Sprintf("WARN kafka: poison message dead-lettered casebook.block=kafka topic=%s partition=0 offset=1 dead_letter_topic=%s err=%v",
+		topic, dlq, fmt.Errorf("%w: %w", errBad, outbox.ErrPoison)); fmt.Sprint(lines) != fmt.Sprint([]string{want}) {
+		t.Fatalf("logged %q, want %q", lines, want)
 	}
 	var dead []string
 	if _, err := kafka.ConsumeN(timeout(t), brokers, "dlq-"+dlq, []string{dlq}, 1, func(_ context.Context, key, value []byte) error {

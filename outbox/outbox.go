@@ -43,12 +43,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/casebook-dev/casebook/internal/obs"
 )
 
 // ErrPoison marks a message that can never be handled: consumers skip or
@@ -104,6 +107,7 @@ type Relay struct {
 	topic   string
 	pub     Publisher
 	obs     *instruments
+	log     *slog.Logger
 	mu      sync.Mutex // Close
 }
 
@@ -113,6 +117,14 @@ type RelayOption func(*relayOptions)
 type relayOptions struct {
 	meters  metric.MeterProvider
 	tracers trace.TracerProvider
+	logger  *slog.Logger
+}
+
+// WithLogger makes Run log each failed pass at Warn (the entries stay and
+// the next pass retries them) and the first pass that succeeds after
+// failures at Info. Without it the relay is silent.
+func WithLogger(l *slog.Logger) RelayOption {
+	return func(o *relayOptions) { o.logger = l }
 }
 
 // WithMeterProvider sends the relay's metrics to mp instead of
@@ -136,7 +148,7 @@ func NewRelay(rdb redis.UniversalClient, streams []string, topic string, pub Pub
 	for _, opt := range opts {
 		opt(&o)
 	}
-	r := &Relay{rdb: rdb, streams: streams, topic: topic, pub: pub}
+	r := &Relay{rdb: rdb, streams: streams, topic: topic, pub: pub, log: obs.Logger(o.logger, "outbox")}
 	r.obs = newInstruments(r, o.meters, o.tracers)
 	return r
 }
@@ -208,13 +220,26 @@ func (r *Relay) DrainAll(ctx context.Context) (int, error) {
 }
 
 // Run drains every interval until ctx ends, reporting errors to onError
-// (nil: ignored) and carrying on: a publisher outage only delays entries.
+// (nil: ignored) and to the relay's logger, and carrying on: a publisher
+// outage only delays entries.
 func (r *Relay) Run(ctx context.Context, interval time.Duration, onError func(error)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	failed := 0 // passes failed in a row
 	for {
-		if _, err := r.DrainAll(ctx); err != nil && onError != nil && ctx.Err() == nil {
-			onError(err)
+		n, err := r.DrainAll(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
+			failed++
+			r.log.Warn("outbox: relay pass failed; its entries stay for the next", "topic", r.topic,
+				"relayed", n, "failed_passes", failed, "retry_in", interval, "err", err)
+			if onError != nil {
+				onError(err)
+			}
+		case failed > 0:
+			r.log.Info("outbox: relay recovered", "topic", r.topic, "relayed", n, "failed_passes", failed)
+			failed = 0
 		}
 		select {
 		case <-ctx.Done():

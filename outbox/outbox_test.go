@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/obs/obstest"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/kafka"
 	"github.com/casebook-dev/casebook/outbox"
@@ -127,5 +128,40 @@ func TestPoisonWrapsBoth(t *testing.T) {
 	}
 	if outbox.Poison(nil) != nil {
 		t.Fatal("Poison(nil) is not nil")
+	}
+}
+
+// TestRunLogs: Run logs each failed pass at Warn, counting the failures in
+// a row, and the pass that succeeds after them at Info; a quiet pass logs
+// nothing.
+func TestRunLogs(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := testenv.NewRedis(t)
+	stream := keys.NewSpace(r.Namespace).Key("b", "outbox")
+	if err := r.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: map[string]any{outbox.FieldKey: "k", outbox.FieldValue: "v"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []outbox.Message, 1)
+	send := &flaky{p: outbox.Direct(func(_ context.Context, key, value []byte) error {
+		got <- []outbox.Message{{Key: key, Value: value}}
+		return nil
+	}), down: 2}
+	logs := obstest.NewLogs()
+	relay := outbox.NewRelay(r.Client, []string{stream}, "t", send, outbox.WithLogger(logs.Logger))
+	done := make(chan struct{})
+	go func() { relay.Run(ctx, time.Millisecond, nil); close(done) }()
+	<-got
+	// Let a few quiet passes go by, then stop.
+	for pending := int64(1); pending != 0; pending, _ = relay.Pending(ctx) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	<-done
+	warn := "WARN outbox: relay pass failed; its entries stay for the next casebook.block=outbox topic=t relayed=0 failed_passes=%d retry_in=1ms err=outbox: publish " + stream + ": kafka: unreachable"
+	want := []string{fmt.Sprintf(warn, 1), fmt.Sprintf(warn, 2), "INFO outbox: relay recovered casebook.block=outbox topic=t relayed=1 failed_passes=2"}
+	if lines := logs.Lines(); fmt.Sprint(lines) != fmt.Sprint(want) {
+		t.Fatalf("logged\n%q\nwant\n%q", lines, want)
 	}
 }

@@ -20,7 +20,8 @@ import (
 func TestMetricsAndSpans(t *testing.T) {
 	ctx := context.Background()
 	reader, mp, spans, tp := obstest.NewSDK()
-	f := setup(t, testenv.NewRedis(t), redpacket.Config{MeterProvider: mp, TracerProvider: tp})
+	logs := obstest.NewLogs()
+	f := setup(t, testenv.NewRedis(t), redpacket.Config{MeterProvider: mp, TracerProvider: tp, Logger: logs.Logger})
 	s := f.s
 
 	ops := map[string]float64{} // "operation outcome[ reason]" → count
@@ -138,6 +139,15 @@ func TestMetricsAndSpans(t *testing.T) {
 		wantSpans["redpacket."+parts[0]+" "+parts[1]] += int(n)
 	}
 	obstest.Expect(t, obstest.Points(t, reader), want)
+	lost := fmt.Sprintf("WARN redpacket: refund fenced: the packet has no Redis state casebook.block=redpacket packet=%d refund_after=%v",
+		p2.ID, time.UnixMilli(p2.ExpiresAt).Add(time.Hour))
+	if lines, want := logs.Lines(), []string{
+		fmt.Sprintf("INFO redpacket: refund fenced: claims accepted by Redis are not in SQL yet casebook.block=redpacket packet=%d claims=3", p1.ID),
+		lost, lost,
+		fmt.Sprintf("WARN redpacket: refunding from SQL alone: the packet's Redis state is gone and its grace has passed casebook.block=redpacket packet=%d claims=0", p2.ID),
+	}; fmt.Sprint(lines) != fmt.Sprint(want) {
+		t.Fatalf("logged\n%q\nwant\n%q", lines, want)
+	}
 
 	// One span per operation, named redpacket.<operation>, its outcome an
 	// attribute; no errors recorded (no operation failed).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/obs"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
@@ -95,6 +97,11 @@ type Config struct {
 	// in the package documentation for the instruments.
 	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
+	// Logger, when set, hears of refunds that wait (fenced: at Info while
+	// claims are on their way to SQL, at Warn when the packet's Redis
+	// state is gone) and of a refund made from SQL alone after that
+	// state was lost (Warn). Nil: silent.
+	Logger *slog.Logger
 }
 
 // Service sends, opens and refunds red packets. It is safe for concurrent
@@ -109,6 +116,7 @@ type Service struct {
 	idSrc  *idgen.SQLSource
 	ids    *gene.IDs
 	obs    *instruments
+	log    *slog.Logger
 }
 
 // New returns a Service over dbs (all "mysql" or all "sqlite") with rdb
@@ -145,7 +153,7 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 	}
 	return &Service{rdb: rdb, dbs: dbs, cfg: cfg, router: router, genes: gene.Genes, idSrc: idSrc,
 		ids: gene.NewIDs(idSrc, "packet", 1000), space: keys.NewSpace(keys.Join(cfg.Namespace, "rp")),
-		obs: newInstruments(cfg.MeterProvider, cfg.TracerProvider)}, nil
+		obs: newInstruments(cfg.MeterProvider, cfg.TracerProvider), log: obs.Logger(cfg.Logger, "redpacket")}, nil
 }
 
 // Close stops the id segment's background lease; safe to call twice.

@@ -64,6 +64,7 @@ func (s *Service) refund(ctx context.Context, packet int64) (int64, error) {
 	}
 	if lost && now.Before(expires.Add(s.cfg.LostStateGrace)) { // messages relayed before the loss may be on their way
 		s.obs.fencedRefund(ctx, true)
+		s.log.Warn("redpacket: refund fenced: the packet has no Redis state", "packet", packet, "refund_after", expires.Add(s.cfg.LostStateGrace))
 		return 0, fmt.Errorf("%w: packet %d has no Redis state; refunding from SQL after %v", ErrFence, packet, expires.Add(s.cfg.LostStateGrace))
 	}
 	ledger, err := s.claims(ctx, packet)
@@ -71,8 +72,12 @@ func (s *Service) refund(ctx context.Context, packet int64) (int64, error) {
 		return 0, err
 	}
 	pastGrace := !now.Before(expires.Add(s.cfg.LostStateGrace))
+	if lost {
+		s.log.Warn("redpacket: refunding from SQL alone: the packet's Redis state is gone and its grace has passed", "packet", packet, "claims", len(ledger))
+	}
 	if n := onTheirWay(redisClaims, ledger, pastGrace); n > 0 {
 		s.obs.fencedRefund(ctx, false)
+		s.log.Info("redpacket: refund fenced: claims accepted by Redis are not in SQL yet", "packet", packet, "claims", n)
 		return 0, fmt.Errorf("%w: %d claims of packet %d accepted by Redis are not in SQL yet", ErrFence, n, packet)
 	}
 	sh := s.shardOfPacket(packet)

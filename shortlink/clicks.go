@@ -48,12 +48,19 @@ func (c *clickCounter) run() {
 	defer close(c.done)
 	t := time.NewTicker(c.s.cfg.FlushEvery)
 	defer t.Stop()
+	failed := 0 // flushes failed in a row
 	for {
 		select {
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.FlushEvery*10)
 			if err := c.flush(ctx); err != nil {
+				failed++
+				c.s.log.Warn("shortlink: click flush failed; its counts stay for the next", "codes_kept", c.waiting(),
+					"failed_flushes", failed, "retry_in", c.s.cfg.FlushEvery, "err", err)
 				c.s.cfg.OnError(err)
+			} else if failed > 0 {
+				c.s.log.Info("shortlink: click flush recovered", "failed_flushes", failed)
+				failed = 0
 			}
 			cancel()
 		case <-c.stop:
@@ -80,6 +87,13 @@ func (c *clickCounter) flush(ctx context.Context) error {
 		c.mu.Unlock()
 	}
 	return err
+}
+
+// waiting is how many codes have counts waiting.
+func (c *clickCounter) waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.counts)
 }
 
 func (c *clickCounter) close(ctx context.Context) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/obs"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
@@ -148,6 +150,11 @@ type Config struct {
 	// OnError receives errors of background work (click flushes) and of
 	// the miss limiter, which lets calls through when it fails.
 	OnError func(error)
+	// Logger, when set, hears of background work: a click flush that
+	// failed (Warn, with how many codes' counts it keeps for the next) and
+	// the first that succeeds after failures (Info). Nothing on the
+	// redirect path logs. Nil: silent.
+	Logger *slog.Logger
 	// Now is the clock [time.Now].
 	Now func() time.Time
 	// MeterProvider and TracerProvider receive the block's metrics and
@@ -175,6 +182,7 @@ type Service struct {
 	clicks   *clickCounter
 	stats    cacheCounters
 	obs      *instruments
+	log      *slog.Logger
 
 	ownHosts hostSet
 	blocked  hostSet
@@ -246,6 +254,7 @@ func NewService(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service
 		reserved: set(append(append([]string(nil), DefaultReserved...), cfg.Reserved...)),
 	}
 	s.obs = newInstruments(&s.stats, cfg.MeterProvider, cfg.TracerProvider)
+	s.log = obs.Logger(cfg.Logger, "shortlink")
 	if cfg.LocalMissFilter {
 		l := cfg.MissLimit
 		s.misses = newMissFilter(time.Duration(l.Burst)*l.Period/time.Duration(l.Rate), cfg.LocalMissClients)

@@ -16,6 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/obs/obstest"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/shortlink"
 )
@@ -550,5 +551,72 @@ func TestHostSpellings(t *testing.T) {
 		if _, err := shortlink.NewService(testenv.NewRedis(t).Client, []*sqlx.DB{testenv.NewSQL(t)}, cfg); !errors.Is(err, shortlink.ErrConfig) {
 			t.Errorf("New(%+v): %v, want ErrConfig", cfg, err)
 		}
+	}
+}
+
+// TestClickFlushLogs: a click flush that fails is logged at Warn with the
+// codes whose counts it keeps, and counted in a row; the flush that
+// succeeds after it logs recovery at Info and writes the kept counts.
+func TestClickFlushLogs(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	db := testenv.NewSQL(t)
+	logs := obstest.NewLogs()
+	errs := make(chan error, 100)
+	s, err := shortlink.NewService(r.Client, []*sqlx.DB{db}, shortlink.Config{BaseURL: "https://sho.rt", Namespace: r.Namespace, TablesPerDB: 1,
+		FlushEvery: 10 * time.Millisecond, Logger: logs.Logger, OnError: func(err error) { errs <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Shorten(ctx, "https://example.com/c", shortlink.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const table = "links_000" // the only one (TablesPerDB 1)
+	stored := func(want int64) {
+		t.Helper()
+		var n int64
+		for deadline := 0; n != want; deadline++ {
+			if deadline == 500 {
+				t.Fatalf("%d clicks in SQL, want %d", n, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+			db.Get(&n, "SELECT clicks FROM "+table)
+		}
+	}
+	if _, err := s.Resolve(ctx, l.Code); err != nil { // cached from here on
+		t.Fatal(err)
+	}
+	stored(1)
+	if _, err := db.Exec("ALTER TABLE " + table + " RENAME TO " + table + "_away"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := s.Resolve(ctx, l.Code); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-errs
+	<-errs // two flushes failed
+	if _, err := db.Exec("ALTER TABLE " + table + "_away RENAME TO " + table); err != nil {
+		t.Fatal(err)
+	}
+	stored(4)
+	s.Close()
+	lines := logs.Lines()
+	failed := 0
+	for _, line := range lines[:len(lines)-1] {
+		failed++
+		want := fmt.Sprintf("WARN shortlink: click flush failed; its counts stay for the next casebook.block=shortlink codes_kept=1 failed_flushes=%d retry_in=10ms err=", failed)
+		if !strings.HasPrefix(line, want) {
+			t.Fatalf("line %d: %q, want it to begin %q", failed, line, want)
+		}
+	}
+	if want := fmt.Sprintf("INFO shortlink: click flush recovered casebook.block=shortlink failed_flushes=%d", failed); failed < 2 || lines[len(lines)-1] != want {
+		t.Fatalf("logged %q, want ≥ 2 failures then %q", lines, want)
 	}
 }
