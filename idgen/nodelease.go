@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,8 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/casebook-dev/casebook/internal/obs"
 )
 
 var (
@@ -93,6 +96,12 @@ type NodeLeaseConfig struct {
 	// Observability); nil means the global ones.
 	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
+	// Logger, when set, hears of the background renewal: a renewal that
+	// failed (Warn, with the time the lease has left), the first that
+	// succeeds after failures (Info), the lease lost — revoked by the
+	// store or expired with every renewal failing (Error: the generator
+	// stops issuing ids). Nil: silent.
+	Logger *slog.Logger
 }
 
 // NodeLease is a node id leased from a NodeStore, renewed in the background
@@ -106,6 +115,7 @@ type NodeLease struct {
 	base     time.Time    // the clock's reading at the start, with its monotonic part
 	deadline atomic.Int64 // valid until base + deadline (ns)
 	lost     atomic.Bool
+	log      *slog.Logger
 	done     chan struct{} // closed when the lease is lost or closed
 	doneOnce sync.Once
 
@@ -153,7 +163,7 @@ func LeaseNode(ctx context.Context, store NodeStore, cfg NodeLeaseConfig) (*Node
 		return nil, fmt.Errorf("%w: negative margin", ErrLeaseConfig)
 	}
 	l := &NodeLease{store: store, cfg: cfg, holder: newHolder(), done: make(chan struct{}),
-		obs: newNodeInstruments(cfg.MeterProvider, cfg.TracerProvider)}
+		obs: newNodeInstruments(cfg.MeterProvider, cfg.TracerProvider), log: obs.Logger(cfg.Logger, "idgen")}
 	l.base = cfg.Now()
 	g, err := l.grantOne(ctx)
 	if err != nil {
@@ -213,6 +223,10 @@ func (l *NodeLease) end() {
 func (l *NodeLease) renew(ctx context.Context) {
 	t := time.NewTimer(l.cfg.RenewEvery)
 	defer t.Stop()
+	failed := 0 // renewals failed in a row
+	attrs := func(more ...any) []any {
+		return append([]any{"pool", l.cfg.Pool, "node", l.grant.ID, "token", l.grant.Token}, more...)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -223,6 +237,7 @@ func (l *NodeLease) renew(ctx context.Context) {
 		left := time.Duration(l.deadline.Load()) - sent
 		if left <= 0 {
 			l.obs.lost(l.obs.expired)
+			l.log.Error("idgen: node lease expired: every renewal failed; no more ids from it", attrs("failed_renewals", failed)...)
 			l.end()
 			return
 		}
@@ -231,11 +246,21 @@ func (l *NodeLease) renew(ctx context.Context) {
 		case err == nil:
 			l.deadline.Store(int64(sent + l.cfg.TTL - l.cfg.TTL/earlyShare))
 			t.Reset(l.cfg.RenewEvery)
+			if failed > 0 {
+				l.log.Info("idgen: node lease renewed after failures", attrs("failed_renewals", failed)...)
+				failed = 0
+			}
 		case errors.Is(err, ErrLeaseLost):
 			l.obs.lost(l.obs.revoked)
+			l.log.Error("idgen: node lease revoked by the store; no more ids from it", attrs("err", err)...)
 			l.end()
 			return
+		case ctx.Err() != nil: // closed meanwhile
+			return
 		default: // the store is unreachable or slow: try again while the lease lasts
+			failed++
+			l.log.Warn("idgen: node lease renewal failed; retrying while the lease lasts",
+				attrs("failed_renewals", failed, "lease_left", left.Round(time.Millisecond), "retry_in", l.cfg.RenewEvery/4, "err", err)...)
 			t.Reset(l.cfg.RenewEvery / 4)
 		}
 	}

@@ -3,6 +3,7 @@ package idgen_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/obs/obstest"
 	"github.com/casebook-dev/casebook/internal/testenv"
 )
 
@@ -250,7 +252,9 @@ func TestNodeLeaseStopsIssuingWhenRenewalsFail(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			store := &countingStore{NodeStore: open(t)}
-			cfg := idgen.NodeLeaseConfig{Pool: "p", Count: 1, TTL: 200 * time.Millisecond, RenewEvery: 50 * time.Millisecond, Margin: time.Second, Now: testenv.Now}
+			logs := obstest.NewLogs()
+			cfg := idgen.NodeLeaseConfig{Pool: "p", Count: 1, TTL: 200 * time.Millisecond, RenewEvery: 50 * time.Millisecond, Margin: time.Second, Now: testenv.Now,
+				Logger: logs.Logger}
 			l, err := idgen.LeaseNode(ctx, store, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -282,6 +286,17 @@ func TestNodeLeaseStopsIssuingWhenRenewalsFail(t *testing.T) {
 			case <-l.Done():
 			case <-time.After(time.Second):
 				t.Fatal("Done not closed after the lease was lost")
+			}
+			// Each failed renewal at Warn, counted in a row, then the loss.
+			lines := logs.Lines()
+			prefix := fmt.Sprintf("casebook.block=idgen pool=p node=%d token=%d failed_renewals=", l.ID(), l.Token())
+			for i, line := range lines[:len(lines)-1] {
+				if want := fmt.Sprintf("WARN idgen: node lease renewal failed; retrying while the lease lasts %s%d lease_left=", prefix, i+1); !strings.HasPrefix(line, want) {
+					t.Fatalf("line %d: %q, want it to begin %q", i, line, want)
+				}
+			}
+			if want := fmt.Sprintf("ERROR idgen: node lease expired: every renewal failed; no more ids from it %s%d", prefix, len(lines)-1); len(lines) < 2 || lines[len(lines)-1] != want {
+				t.Fatalf("logged %q, want failures then %q", lines, want)
 			}
 			renews := store.renews.Load()
 			time.Sleep(150 * time.Millisecond)

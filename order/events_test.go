@@ -12,6 +12,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/casebook-dev/casebook/internal/obs/obstest"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/kafka"
@@ -170,7 +171,8 @@ func TestRelaysConcurrentAndKilled(t *testing.T) {
 // nothing and changes nothing.
 func TestReconcileFindsInjectedDifferences(t *testing.T) {
 	ctx := context.Background()
-	f := setup(t, order.Config{})
+	logs := obstest.NewLogs()
+	f := setup(t, order.Config{Logger: logs.Logger})
 	f.sku("s", 700, 100)
 	var lines []order.StatementLine
 	paidAt := f.clk.Now()
@@ -250,9 +252,24 @@ func TestReconcileFindsInjectedDifferences(t *testing.T) {
 		t.Fatalf("the missed callback was not applied: %s", got.Status)
 	}
 	before := f.get(missedOrder)
+	// Each difference logged once, as found; the second run logs nothing.
+	var logged []string
+	for _, d := range rep.Diffs {
+		logged = append(logged, fmt.Sprintf("WARN order: reconcile found a difference; recorded for review casebook.block=order kind=%s gateway_txn=%s pay_no=%d detail=%s",
+			d.Kind, d.GatewayTxn, d.PayNo, d.Detail))
+	}
+	records := logs.Lines()
+	sort.Strings(records) // as found; the report is sorted its own way
+	sort.Strings(logged)
+	if fmt.Sprint(records) != fmt.Sprint(logged) {
+		t.Fatalf("logged\n%q\nwant\n%q", records, logged)
+	}
 	rep2, err := f.s.Reconcile(ctx, parsed, from, to, 0)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := len(logs.Lines()); n != len(logged) {
+		t.Fatalf("the second run logged %q", logs.Lines()[len(logged):])
 	}
 	for _, d := range rep2.Diffs {
 		if d.New {

@@ -167,6 +167,7 @@ func (s *Service) runDue(ctx context.Context, batch int) (int, error) {
 				ok, err := s.due(ctx, kind, id)
 				if err != nil {
 					s.rdb.ZAdd(ctx, s.queueKey(kind, sh.Index), redis.Z{Score: float64(s.now()), Member: id}) // try again
+					s.log.Warn("order: due order not moved; queued again", "queue", kind, "order", id, "err", err)
 					return moved, err
 				}
 				if ok {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/gene"
 	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/obs"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/shard"
 )
@@ -88,6 +90,11 @@ type Config struct {
 	// nothing until the service installs a provider.
 	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
+	// Logger, when set, hears of the jobs a service runs on a schedule: a
+	// difference Reconcile finds for the first time (Warn, once per
+	// difference, as the review table records it) and a due order RunDue
+	// could not move and queued again (Warn). Nil: silent.
+	Logger *slog.Logger
 }
 
 // Service records orders, their inventory reservations and payments in
@@ -104,6 +111,7 @@ type Service struct {
 	idSource  *idgen.SQLSource
 	ids       *gene.IDs
 	obs       *instruments
+	log       *slog.Logger
 }
 
 // New returns a Service over dbs (N databases; the README's 8 for the seed),
@@ -159,6 +167,7 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 		ids: gene.NewIDs(idSource, "order", cfg.IDStep), space: keys.NewSpace(keys.Join(cfg.Namespace, "order")),
 	}
 	s.obs = newInstruments(s, cfg.MeterProvider, cfg.TracerProvider)
+	s.log = obs.Logger(cfg.Logger, "order")
 	return s, nil
 }
 

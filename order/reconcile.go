@@ -194,6 +194,8 @@ func (s *Service) review(ctx context.Context, rep *ReconcileReport, d Diff) erro
 	switch {
 	case err == nil:
 		d.New = true
+		s.log.Warn("order: reconcile found a difference; recorded for review", "kind", d.Kind, "gateway_txn", d.GatewayTxn,
+			"pay_no", d.PayNo, "detail", d.Detail)
 	case !sqlutil.IsDuplicate(err):
 		return fmt.Errorf("order: review: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/casebook-dev/casebook/internal/obs/obstest"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/order"
 	"github.com/casebook-dev/casebook/seckill"
@@ -168,7 +169,8 @@ func TestRetriedBatchAnswersAsTheFirst(t *testing.T) {
 // them from SQL as one record again, each slot then settled on its own.
 func TestReconcileRebuildsBatchRecords(t *testing.T) {
 	ctx := context.Background()
-	f := setup(t, testenv.NewRedis(t), 10, 1, 1, seckill.Config{})
+	logs := obstest.NewLogs()
+	f := setup(t, testenv.NewRedis(t), 10, 1, 1, seckill.Config{Logger: logs.Logger})
 	ids := paidBatch(t, f, "pays", "u1", "u2", "u3")
 	key, field, err := seckill.RecordOf(f.sl, ids["u1"])
 	if err != nil {
@@ -177,9 +179,19 @@ func TestReconcileRebuildsBatchRecords(t *testing.T) {
 	if err := f.r.Client.HDel(ctx, key, field).Err(); err != nil {
 		t.Fatal(err)
 	}
+	found, err := f.sl.Reconcile(ctx, false)
+	if err != nil || found.Missing != 3 || found.Repaired {
+		t.Fatalf("check: %+v, %v; want 3 missing, not repaired", found, err)
+	}
 	rep, err := f.sl.Reconcile(ctx, true)
 	if err != nil || rep.Missing != 3 || !rep.Repaired {
 		t.Fatalf("repair: %+v, %v; want 3 missing, repaired", rep, err)
+	}
+	if lines, want := logs.Lines(), []string{
+		fmt.Sprintf("WARN seckill: reconcile found Redis and SQL apart casebook.block=seckill campaign=%s repair=false report=%v", f.sl.Campaign().ID, found),
+		fmt.Sprintf("INFO seckill: reconcile rebuilt Redis from SQL casebook.block=seckill campaign=%s report=%v", f.sl.Campaign().ID, rep),
+	}; fmt.Sprint(lines) != fmt.Sprint(want) {
+		t.Fatalf("logged\n%q\nwant\n%q", lines, want)
 	}
 	if open := f.open(ctx); open != 3 {
 		t.Fatalf("%d reservations open after the rebuild, want 3", open)

@@ -378,6 +378,10 @@ func (b *Batcher) loop(bucket int, q chan *waiting) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		d, err := b.sl.decide(ctx, bucket, reqs)
 		cancel()
+		if err != nil {
+			b.sl.s.log.Warn("seckill: batch decision failed; its buyers got the error", "campaign", b.sl.c.ID, "bucket", bucket,
+				"buyers", len(reqs), "err", err)
+		}
 		if in := b.sl.s.obs; in.block.Metering() {
 			in.batch.Record(ctx, int64(len(reqs)))
 		}

@@ -78,6 +78,12 @@ func (r Report) OK() bool {
 func (sl *Sale) Reconcile(ctx context.Context, repair bool) (Report, error) {
 	ctx, call := sl.s.obs.reconcile.Start(ctx)
 	rep, err := sl.reconcile(ctx, repair)
+	switch {
+	case rep.Repaired:
+		sl.s.log.Info("seckill: reconcile rebuilt Redis from SQL", "campaign", sl.c.ID, "report", rep)
+	case err == nil && !rep.OK():
+		sl.s.log.Warn("seckill: reconcile found Redis and SQL apart", "campaign", sl.c.ID, "repair", repair, "report", rep)
+	}
 	if in := sl.s.obs; err == nil && in.block.Metering() {
 		in.drift.Record(ctx, rep.Drift, metric.WithAttributeSet(sl.attrs))
 	}

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/casebook-dev/casebook/internal/keys"
+	"github.com/casebook-dev/casebook/internal/obs"
 	"github.com/casebook-dev/casebook/internal/sqlutil"
 	"github.com/casebook-dev/casebook/order"
 )
@@ -144,6 +146,11 @@ type Config struct {
 	// in the package documentation for the instruments.
 	MeterProvider  metric.MeterProvider
 	TracerProvider trace.TracerProvider
+	// Logger, when set, hears of a Batcher's batch whose decision failed
+	// (Warn: every buyer in it got the error) and of a Reconcile that found
+	// Redis and SQL apart (Warn, with the report) or repaired them (Info).
+	// Nil: silent.
+	Logger *slog.Logger
 }
 
 // Service sells campaigns: Redis is the gate, the order block the record.
@@ -160,6 +167,7 @@ type Service struct {
 	sales map[string]*Sale // opened campaigns: their rules never change
 
 	obs *instruments
+	log *slog.Logger
 }
 
 // Sale is an open campaign: its rules (stock split, per-user limit, window)
@@ -207,6 +215,7 @@ func New(rdb redis.UniversalClient, db *sqlx.DB, orders *order.Service, cfg Conf
 	s := &Service{rdb: rdb, db: db, orders: orders, cfg: cfg, space: keys.NewSpace(keys.Join(cfg.Namespace, "seckill")),
 		limiter: redis_rate.NewLimiter(rdb), sales: map[string]*Sale{}}
 	s.obs = newInstruments(s, cfg.MeterProvider, cfg.TracerProvider)
+	s.log = obs.Logger(cfg.Logger, "seckill")
 	return s, nil
 }
 

@@ -22,12 +22,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
 
 	"github.com/casebook-dev/casebook/hotlist"
+	"github.com/casebook-dev/casebook/internal/obs"
 )
 
 // ErrConfig reports an invalid Config.
@@ -48,6 +50,11 @@ type Config struct {
 	// ReleaseTimeout bounds the last flush of a partition taken away.
 	// Default 10 s.
 	ReleaseTimeout time.Duration
+	// Logger, when set, hears of a message rejected (Warn), a flush that
+	// failed (Warn for a batch's first failure, Debug for its retries), a
+	// partition resynced or restarted at its Redis offset, a last flush
+	// that missed its deadline, the group rejoining. Nil: silent.
+	Logger *slog.Logger
 }
 
 // Consumer runs an aggregator in a consumer group. It is safe for
@@ -58,6 +65,7 @@ type Consumer struct {
 	topic    string
 	agg      *hotlist.Aggregator
 	cfg      Config
+	log      *slog.Logger
 	restarts atomic.Int64
 }
 
@@ -72,7 +80,7 @@ func New(group sarama.ConsumerGroup, topic string, agg *hotlist.Aggregator, cfg 
 	}
 	cfg.RetryBackoff = cmp.Or(cfg.RetryBackoff, 100*time.Millisecond)
 	cfg.ReleaseTimeout = cmp.Or(cfg.ReleaseTimeout, 10*time.Second)
-	return &Consumer{group: group, topic: topic, agg: agg, cfg: cfg}, nil
+	return &Consumer{group: group, topic: topic, agg: agg, cfg: cfg, log: obs.Logger(cfg.Logger, "hotlist")}, nil
 }
 
 // Restarts counts sessions ended to move a partition's Kafka offset to its
@@ -88,6 +96,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 				return nil
 			}
 			c.report(fmt.Errorf("hotkafka: consume %s: %w", c.topic, err))
+			if ctx.Err() == nil {
+				c.log.Warn("hotkafka: consume failed; rejoining the group", "topic", c.topic, "retry_in", c.cfg.RetryBackoff, "err", err)
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(c.cfg.RetryBackoff):
@@ -125,8 +136,11 @@ func (c *Consumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Cons
 				c.release(s, hc)
 				return nil
 			}
-			if err := hc.Add(m.Offset, m.Value); err != nil && c.cfg.OnReject != nil {
-				c.cfg.OnReject(p, m.Offset, err)
+			if err := hc.Add(m.Offset, m.Value); err != nil {
+				c.log.Warn("hotkafka: message rejected", "topic", c.topic, "partition", p, "offset", m.Offset, "err", err)
+				if c.cfg.OnReject != nil {
+					c.cfg.OnReject(p, m.Offset, err)
+				}
 			}
 			if hc.Due() && !c.flush(s, hc) {
 				return nil
@@ -160,13 +174,15 @@ func (c *Consumer) moveOffset(s sarama.ConsumerGroupSession, claim sarama.Consum
 	s.Commit()
 	c.restarts.Add(1)
 	c.report(fmt.Errorf("hotkafka: partition %d of %s starts at offset %d, Redis has applied up to %d: restarting there", claim.Partition(), claim.Topic(), start, resume-1))
+	c.log.Info("hotkafka: partition restarts where Redis has applied up to", "topic", claim.Topic(), "partition", claim.Partition(),
+		"kafka_offset", start, "resume", resume)
 	return true
 }
 
 // flush flushes hc, retrying until it succeeds or the session ends, and marks
 // the offset after what Redis has. False: stop consuming the partition.
 func (c *Consumer) flush(s sarama.ConsumerGroupSession, hc *hotlist.Claim) bool {
-	for {
+	for attempt := 1; ; attempt++ {
 		err := hc.Flush(s.Context())
 		if err == nil {
 			c.mark(s, hc)
@@ -175,7 +191,16 @@ func (c *Consumer) flush(s sarama.ConsumerGroupSession, hc *hotlist.Claim) bool 
 		c.report(err)
 		if errors.Is(err, hotlist.ErrResync) || errors.Is(err, hotlist.ErrClosed) {
 			c.restarts.Add(1)
+			c.log.Warn("hotkafka: partition resyncs from its Redis offset", "topic", c.topic, "partition", hc.Partition(), "err", err)
 			return false // a new session re-reads from the committed offset
+		}
+		if s.Context().Err() == nil {
+			level := slog.LevelWarn
+			if attempt > 1 { // one Warn per batch, not one per retry
+				level = slog.LevelDebug
+			}
+			c.log.Log(s.Context(), level, "hotkafka: flush failed; retrying the same batch", "topic", c.topic, "partition", hc.Partition(),
+				"attempt", attempt, "retry_in", c.cfg.RetryBackoff, "err", err)
 		}
 		select {
 		case <-s.Context().Done():
@@ -192,6 +217,7 @@ func (c *Consumer) release(s sarama.ConsumerGroupSession, hc *hotlist.Claim) {
 	defer cancel()
 	if err := hc.Release(ctx); err != nil {
 		c.report(err)
+		c.log.Warn("hotkafka: last flush of a released partition failed; its next owner re-reads it", "topic", c.topic, "partition", hc.Partition(), "err", err)
 		return
 	}
 	c.mark(s, hc)

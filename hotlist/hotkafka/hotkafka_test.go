@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/casebook-dev/casebook/hotlist"
 	"github.com/casebook-dev/casebook/hotlist/hotkafka"
+	"github.com/casebook-dev/casebook/internal/obs/obstest"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/kafka"
 	"github.com/casebook-dev/casebook/outbox"
@@ -61,6 +63,7 @@ func (s *stream) produce(n int) {
 type member struct {
 	agg    *hotlist.Aggregator
 	c      *hotkafka.Consumer
+	logs   *obstest.Logs
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -78,12 +81,14 @@ func start(t *testing.T, l *hotlist.List, brokers []string, group, topic string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := hotkafka.New(g, topic, agg, hotkafka.Config{OnReject: func(p int32, off int64, err error) { t.Errorf("partition %d offset %d rejected: %v", p, off, err) }})
+	logs := obstest.NewLogs()
+	c, err := hotkafka.New(g, topic, agg, hotkafka.Config{Logger: logs.Logger,
+		OnReject: func(p int32, off int64, err error) { t.Errorf("partition %d offset %d rejected: %v", p, off, err) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &member{agg: agg, c: c, cancel: cancel, done: make(chan struct{})}
+	m := &member{agg: agg, c: c, logs: logs, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
 		c.Run(ctx)
@@ -229,6 +234,22 @@ func TestExactlyOnceThroughKafka(t *testing.T) {
 		if d.c.Restarts() == 0 {
 			t.Fatal("the consumer did not move back to Redis' offset")
 		}
+		// Every restart was logged, for partition 2, and nothing else was
+		// worth a Warn.
+		d.stop()
+		restarts := 0
+		for _, line := range d.logs.Lines() {
+			switch {
+			case strings.HasPrefix(line, "INFO hotkafka: partition restarts where Redis has applied up to casebook.block=hotlist topic="+topic+" partition=2 "),
+				strings.HasPrefix(line, "WARN hotkafka: partition resyncs from its Redis offset casebook.block=hotlist topic="+topic+" partition=2 "):
+				restarts++
+			case strings.HasPrefix(line, "WARN"), strings.HasPrefix(line, "ERROR"):
+				t.Errorf("logged %q", line)
+			}
+		}
+		if restarts != int(d.c.Restarts()) {
+			t.Fatalf("%d restarts, %d logged: %q", d.c.Restarts(), restarts, d.logs.Lines())
+		}
 	})
 }
 
@@ -289,7 +310,8 @@ func TestMalformedMessagesDoNotBlockThePartition(t *testing.T) {
 	agg, _ := hotlist.NewAggregator(l, hotlist.AggregatorConfig{FlushEvery: 20 * time.Millisecond})
 	var mu sync.Mutex
 	var rejected []string
-	c, _ := hotkafka.New(g, topic, agg, hotkafka.Config{OnReject: func(p int32, off int64, err error) {
+	logs := obstest.NewLogs()
+	c, _ := hotkafka.New(g, topic, agg, hotkafka.Config{Logger: logs.Logger, OnReject: func(p int32, off int64, err error) {
 		mu.Lock()
 		rejected = append(rejected, fmt.Sprint(p, "/", off, ": ", err))
 		mu.Unlock()
@@ -303,6 +325,9 @@ func TestMalformedMessagesDoNotBlockThePartition(t *testing.T) {
 	checkTotals(t, l, map[string]float64{"a": 27}, "around a malformed message")
 	if len(rejected) != 1 || agg.Stats().Malformed != 1 {
 		t.Fatalf("rejected %v, stats %+v", rejected, agg.Stats())
+	}
+	if lines := logs.Lines(); len(lines) != 1 || !strings.HasPrefix(lines[0], "WARN hotkafka: message rejected casebook.block=hotlist topic="+topic+" partition=0 offset=1 err=") {
+		t.Fatalf("logged %q, want the one rejection", lines)
 	}
 }
 
