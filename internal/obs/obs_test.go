@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -25,9 +26,9 @@ func classify(err error) (string, string) {
 
 // With no provider given and none installed globally an operation is
 // free: nothing measured, no span, no allocation. Then a provider
-// installed globally, after the block was made, receives its data (the
-// order a service's main usually takes). One test: the global providers
-// are process-wide.
+// installed globally, after the block was made, receives its data within
+// PollEvery, and a block made after that at once (the order a service's
+// main usually takes). One test: the global providers are process-wide.
 func TestGlobalProviders(t *testing.T) {
 	ctx := context.Background()
 	b := obs.NewBlock("test", nil, nil)
@@ -48,6 +49,18 @@ func TestGlobalProviders(t *testing.T) {
 	spans := tracetest.NewInMemoryExporter()
 	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans)))
+	// The block sees them within PollEvery (a few, on a loaded machine).
+	waited := time.Duration(0)
+	for ; !b.Metering() || !b.Tracing(); waited += time.Millisecond {
+		if waited > 20*obs.PollEvery {
+			t.Fatalf("providers installed %v ago not seen (metering %v, tracing %v)", waited, b.Metering(), b.Tracing())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A block made now sees them at once.
+	if later := obs.NewBlock("later", nil, nil); !later.Metering() || !later.Tracing() {
+		t.Fatal("a block made after the providers were installed does not see them")
+	}
 	for _, err := range []error{nil, nil, errFull, errors.New("boom"), context.Canceled, errors.Join(errFull, context.DeadlineExceeded)} {
 		_, call := op.Start(ctx)
 		if got := call.End(err); got != err {
