@@ -14,6 +14,7 @@
 //	go run ./benchmarks -scenario benchmarks/examples.json   # your own system
 //	go run ./benchmarks -only rank.add,order.create          # a subset
 //	go run ./benchmarks -html report.html                    # and a page with charts
+//	go run ./benchmarks -explain rank                        # one case's estimate as Markdown, measuring nothing
 //	go run ./benchmarks -write-reference benchmarks/reference.json -duration 2s \
 //	    -redis 127.0.0.1:6379 -mysql 'root@tcp(127.0.0.1:3306)/'   # the reference profile
 //
@@ -76,8 +77,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	writeRef := fs.String("write-reference", "", "run every measurement on real servers (needs -mysql; Redis may be spawned) and write them as a reference profile to this `file`")
 	htmlArg := fs.String("html", "", "also write the plan as a self-contained HTML `file` with latency charts, rerunning "+
 		strings.Join(sweepOps, " and ")+" (when selected) at "+fmt.Sprint(sweepWorkers)+" workers, rank Top by shards (with rank.add) and a post's fan-out by followers (with feed.read)")
+	explain := fs.String("explain", "", "print the back-of-the-envelope estimate for this `block` ("+strings.Join(ExplainNames(), ", ")+") as Markdown, measuring nothing")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *explain != "" {
+		if err := Explain(stdout, *explain); err != nil {
+			fmt.Fprintln(stderr, "benchmarks:", err)
+			return 2
+		}
+		return 0
 	}
 	switch {
 	case *writeRef != "" && *mysqlArg == "":

@@ -143,4 +143,6 @@
 // Databases: MySQL 8 / MariaDB 10.6+ ("mysql" driver) or SQLite ("sqlite",
 // modernc.org/sqlite, one connection per pool). The package links neither
 // driver.
+//
+// Design notes, diagram and measured costs: docs/feed.md in the repository.
 package feed

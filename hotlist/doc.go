@@ -171,4 +171,6 @@
 // not in casebook/kafka, because the aggregator needs each message's
 // partition and offset, which outbox.Handler does not carry; hotlist itself
 // links no Kafka client.
+//
+// Design notes, diagram and measured costs: docs/hotlist.md in the repository.
 package hotlist

@@ -151,4 +151,6 @@
 // # Concurrency
 //
 // All types are safe for concurrent use.
+//
+// Design notes, diagram and measured costs: docs/idgen.md in the repository.
 package idgen

@@ -207,4 +207,6 @@
 // # Concurrency
 //
 // A Service is safe for concurrent use, by many processes at once.
+//
+// Design notes, diagram and measured costs: docs/order.md in the repository.
 package order

@@ -136,4 +136,6 @@
 // can replay if scores are worth money.
 //
 // A Board is safe for concurrent use.
+//
+// Design notes, diagram and measured costs: docs/rank.md in the repository.
 package rank

@@ -167,4 +167,6 @@
 // provider, varying by a fifth between runs, hide the time each adds.
 //
 //	CASEBOOK_REDIS_ADDR=127.0.0.1:6379 CASEBOOK_MYSQL_DSN='root@tcp(127.0.0.1:3306)/' go test -p 1 ./redpacket/ -run '^$' -bench Observability -benchtime 1s -count 3
+//
+// Design notes, diagram and measured costs: docs/redpacket.md in the repository.
 package redpacket

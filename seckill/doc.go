@@ -181,4 +181,6 @@
 // path.
 //
 // A Service, a Sale and a Batcher are safe for concurrent use.
+//
+// Design notes, diagram and measured costs: docs/seckill.md in the repository.
 package seckill

@@ -12,4 +12,6 @@
 // Changing the table count re-routes almost every key; plan it as a data
 // migration, not a configuration change. A Router is immutable and safe for
 // concurrent use.
+//
+// Design notes, diagram and measured costs: docs/shard.md in the repository.
 package shard

@@ -141,4 +141,6 @@
 // A Service is safe for concurrent use. Close stops every goroutine it
 // started (click flusher, code segment prefetch, local cache) and may be
 // called more than once.
+//
+// Design notes, diagram and measured costs: docs/shortlink.md in the repository.
 package shortlink

@@ -156,4 +156,6 @@
 // hashes) and cards share the tag with the bucket's outbox stream and layout
 // record, so each script touches one slot. A Service is safe for concurrent
 // use.
+//
+// Design notes, diagram and measured costs: docs/signin.md in the repository.
 package signin
