@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/idgen"
 	"github.com/casebook-dev/casebook/internal/testenv"
@@ -183,4 +186,97 @@ func buyBatched(b *testing.B, sl *Sale, prefix string, n *atomic.Int64) {
 		}
 	})
 	decisionsPerSec(b, start, b.N)
+}
+
+// BenchmarkDecisionCost: the server's time per decision inside the buy
+// script (commandstats' EVALSHA usec after CONFIG RESETSTAT, divided by
+// the decisions) for calls of 256 new buyers — what a Batcher sends under
+// load — beside a whole unbatched Lua stock deduct (GET, compare, DECRBY:
+// one EVALSHA per buyer) and a Lua loop of 10 million steps, all on one
+// private redis-server in one run. Run it alone:
+//
+//	go test -run '^$' -bench DecisionCost -benchtime 20000x ./seckill
+func BenchmarkDecisionCost(b *testing.B) {
+	ctx := context.Background()
+	r, _ := testenv.NewPrivateRedis(b)
+	sl := benchSale(b, r, Config{})
+	var users atomic.Int64
+	b.Run("impl=batch-256", func(b *testing.B) {
+		const per = 256
+		reqs := make([]request, per)
+		resetStats(b, r)
+		for done := 0; done < b.N; done += per {
+			reqs = reqs[:min(per, b.N-done)]
+			for i := range reqs {
+				reqs[i] = request{user: "u" + strconv.FormatInt(users.Add(1), 10), qty: 1}
+			}
+			n, err := sl.batchNumber(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out, err := sl.decideOnce(ctx, 0, n, reqs)
+			if err != nil || strings.Count(out, "R") != len(reqs) {
+				b.Fatalf("decided %q: %v", out, err)
+			}
+		}
+		b.ReportMetric(scriptMicros(b, r)/float64(b.N), "script-µs/decision")
+	})
+	b.Run("impl=lua-deduct", func(b *testing.B) {
+		deduct := redis.NewScript(`local s = tonumber(redis.call('GET', KEYS[1]))
+if s and s >= tonumber(ARGV[1]) then redis.call('DECRBY', KEYS[1], ARGV[1]) return 1 end
+return 0`)
+		key := sl.key(0, "deduct-bench")
+		if err := r.Client.Set(ctx, key, 1<<40, 0).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := deduct.Load(ctx, r.Client).Err(); err != nil {
+			b.Fatal(err)
+		}
+		resetStats(b, r)
+		for b.Loop() {
+			if err := deduct.EvalSha(ctx, r.Client, []string{key}, 1).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(scriptMicros(b, r)/float64(b.N), "script-µs/decision")
+	})
+	// Five loops whatever -benchtime says: each takes tens of milliseconds.
+	b.Run("impl=lua-loop-10M", func(b *testing.B) {
+		resetStats(b, r)
+		for range 5 {
+			if err := r.Client.Eval(ctx, "local x = 0 for i = 1, 10000000 do x = x + i end return x", nil).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(scriptMicros(b, r)/1e3/5, "script-ms/loop")
+	})
+}
+
+func resetStats(b *testing.B, r *testenv.Redis) {
+	if err := r.Client.ConfigResetStat(context.Background()).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+}
+
+// scriptMicros is the µs commandstats counts in EVAL and EVALSHA.
+func scriptMicros(b *testing.B, r *testenv.Redis) float64 {
+	info, err := r.Client.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := 0.0
+	for line := range strings.Lines(info) {
+		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+				for kv := range strings.SplitSeq(rest, ",") {
+					if v, ok := strings.CutPrefix(kv, "usec="); ok {
+						f, _ := strconv.ParseFloat(v, 64)
+						total += f
+					}
+				}
+			}
+		}
+	}
+	return total
 }
