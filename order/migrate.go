@@ -187,10 +187,8 @@ func (s *Service) migrate(ctx context.Context) error {
 	g.SetLimit(8)
 	for _, j := range jobs {
 		g.Go(func() error {
-			for _, stmt := range j.t.Statements(j.db) {
-				if _, err := j.db.ExecContext(gctx, stmt); err != nil {
-					return fmt.Errorf("order: migrate %s: %w", j.t.Name, err)
-				}
+			if err := j.t.Create(gctx, j.db); err != nil {
+				return fmt.Errorf("order: migrate: %w", err)
 			}
 			return nil
 		})

@@ -61,10 +61,8 @@ func (s *Service) Migrate(ctx context.Context) error {
 	for _, sh := range s.router.All() {
 		g.Go(func() error {
 			for _, t := range tables(sh) {
-				for _, stmt := range t.Statements(sh.DB) {
-					if _, err := sh.DB.ExecContext(gctx, stmt); err != nil {
-						return fmt.Errorf("redpacket: migrate %s: %w", t.Name, err)
-					}
+				if err := t.Create(gctx, sh.DB); err != nil {
+					return fmt.Errorf("redpacket: migrate: %w", err)
 				}
 			}
 			return nil

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -225,6 +226,44 @@ type Table struct {
 	Name    string
 	Columns string
 	Indexes []string
+}
+
+// Create makes t on db when it does not exist, and adds to an existing
+// table the indexes it lacks (a table made by an older version): SQLite by
+// CREATE INDEX IF NOT EXISTS, MySQL — which has no such statement — by
+// ALTER TABLE … ADD KEY for each index information_schema does not list.
+// Safe to run again and from several processes at once (an index another
+// process added meanwhile is not an error).
+func (t Table) Create(ctx context.Context, db *sqlx.DB) error {
+	for _, stmt := range t.Statements(db) {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("create %s: %w", t.Name, err)
+		}
+	}
+	if !IsMySQL(db) {
+		return nil
+	}
+	var have []string
+	if err := db.SelectContext(ctx, &have, `SELECT DISTINCT index_name FROM information_schema.statistics
+		WHERE table_schema = DATABASE() AND table_name = ?`, t.Name); err != nil {
+		return fmt.Errorf("indexes of %s: %w", t.Name, err)
+	}
+	for _, ix := range t.Indexes {
+		unique := strings.HasPrefix(ix, "UNIQUE ")
+		name, cols, _ := strings.Cut(strings.TrimPrefix(ix, "UNIQUE "), " ")
+		if slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, name) }) {
+			continue
+		}
+		kind := "KEY"
+		if unique {
+			kind = "UNIQUE KEY"
+		}
+		_, err := db.ExecContext(ctx, "ALTER TABLE "+t.Name+" ADD "+kind+" "+name+" "+cols)
+		if n, ok := mysqlNumber(err); err != nil && (!ok || n != 1061) { // 1061: duplicate key name
+			return fmt.Errorf("add index %s to %s: %w", name, t.Name, err)
+		}
+	}
+	return nil
 }
 
 // Statements renders t for db's dialect, each statement safe to run again:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,5 +126,58 @@ func TestCheckDrivers(t *testing.T) {
 	}
 	if err := sqlutil.Check(sqlx.NewDb(db.DB, "postgres"), "test"); err == nil {
 		t.Fatal("postgres accepted")
+	}
+}
+
+// A table made by an older version, without an index the current one
+// declares, gets it from Create; Create run again (or by a second process
+// at once) changes nothing and fails nothing.
+func TestCreateAddsMissingIndexes(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.NewSQL(t)
+	old := sqlutil.Table{Name: "t_ix", Columns: `id BIGINT NOT NULL PRIMARY KEY, a {{key}} NOT NULL, b BIGINT NOT NULL`, Indexes: []string{"ix_a (a)"}}
+	if err := old.Create(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO t_ix (id, a, b) VALUES (1, 'x', 1), (2, 'x', 2)`); err != nil {
+		t.Fatal(err)
+	}
+	cur := old
+	cur.Indexes = []string{"ix_a (a)", "ix_ab (a, b)", "UNIQUE uq_b (b)"}
+	done := make(chan error, 2)
+	for range 2 {
+		go func() { done <- cur.Create(ctx, db) }()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cur.Create(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.Get(&n, `SELECT COUNT(*) FROM t_ix`); err != nil || n != 2 {
+		t.Fatalf("%d rows after the migration, want 2: %v", n, err)
+	}
+	if _, err := db.Exec(`INSERT INTO t_ix (id, a, b) VALUES (3, 'y', 2)`); !sqlutil.IsDuplicate(err) {
+		t.Fatalf("a duplicate of the new unique index's column: %v, want a duplicate-key error", err)
+	}
+	names := map[string]bool{}
+	var rows []string
+	q := `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 't_ix'`
+	if sqlutil.IsMySQL(db) {
+		q = `SELECT DISTINCT index_name FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = 't_ix'`
+	}
+	if err := db.Select(&rows, q); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		names[strings.TrimPrefix(r, "t_ix_")] = true
+	}
+	for _, want := range []string{"ix_a", "ix_ab", "uq_b"} {
+		if !names[want] {
+			t.Errorf("index %s missing; the table has %v", want, rows)
+		}
 	}
 }
