@@ -263,7 +263,7 @@ func TestUserKeysShareSlot(t *testing.T) {
 	s := keys.NewSpace("ns:feed")
 	for _, u := range []string{"alice", "a{b}", "%7B", "u:1"} {
 		want := keys.Slot(s.Key("u:"+u, "inbox"))
-		for _, part := range []string{"following", "gen", "outbox", "followers", "pushed"} {
+		for _, part := range []string{"following", "gen", "outbox", "followers", "pushed", "muted", "marker"} {
 			if keys.Slot(s.Key("u:"+u, part)) != want {
 				t.Fatalf("%s's %s is on another slot", u, part)
 			}

@@ -122,6 +122,83 @@ func BenchmarkTimeline(b *testing.B) {
 }
 
 func benchTimeline(b *testing.B, r *testenv.Redis) {
+	s, reader := seedTimeline(b, r)
+	ctx := context.Background()
+	mem, _ := r.Client.MemoryUsage(ctx, s.InboxKey(reader)).Result()
+	n, _ := r.Client.ZCard(ctx, s.InboxKey(reader)).Result()
+	testenv.Latencies(b, func() error {
+		p, err := s.Timeline(ctx, reader, "", 20)
+		if err == nil && len(p.Posts) != 20 {
+			err = fmt.Errorf("%d posts", len(p.Posts))
+		}
+		return err
+	})
+	b.ReportMetric(float64(mem)/float64(n), "inbox-B/entry")
+}
+
+// BenchmarkUnreadSince counts the unread entries of BenchmarkTimeline's
+// reader (2,000 inbox posts, 20 pulled celebrities), the marker at the
+// 11th post of their timeline, and reports p50 and p99 latency.
+func BenchmarkUnreadSince(b *testing.B) {
+	b.Run("redis=single", func(b *testing.B) { benchUnread(b, testenv.NewRedis(b)) })
+	b.Run("redis=cluster", func(b *testing.B) { benchUnread(b, testenv.NewRedisCluster(b)) })
+}
+
+func benchUnread(b *testing.B, r *testenv.Redis) {
+	s, reader := seedTimeline(b, r)
+	ctx := context.Background()
+	p, err := s.Timeline(ctx, reader, "", 20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.SetMarker(ctx, reader, p.Posts[10].ID); err != nil {
+		b.Fatal(err)
+	}
+	testenv.Latencies(b, func() error {
+		n, err := s.UnreadSince(ctx, reader)
+		if err == nil && n != 10 {
+			err = fmt.Errorf("%d unread, want 10", n)
+		}
+		return err
+	})
+}
+
+// BenchmarkAuthorPosts reads a 20-post page of an author with 500 posts
+// and an outbox of 100: the first page (from the outbox, one hydrate) and
+// a page past the outbox (one SQL query), on one Redis.
+func BenchmarkAuthorPosts(b *testing.B) {
+	r := testenv.NewRedis(b)
+	s := benchService(b, r, feed.Config{OutboxCap: 100})
+	ctx := context.Background()
+	for i := range 500 {
+		if _, err := s.Publish(ctx, feed.PublishRequest{Author: "author", RequestID: "r" + strconv.Itoa(i), Body: strings.Repeat("x", 140)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	deep := ""
+	for range 10 { // past the outbox's 100 posts
+		p, err := s.AuthorPosts(ctx, "author", deep, 20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		deep = p.Next
+	}
+	for _, c := range []struct{ name, cursor string }{{"page=outbox", ""}, {"page=sql", deep}} {
+		b.Run(c.name, func(b *testing.B) {
+			testenv.Latencies(b, func() error {
+				p, err := s.AuthorPosts(ctx, "author", c.cursor, 20)
+				if err == nil && len(p.Posts) != 20 {
+					err = fmt.Errorf("%d posts", len(p.Posts))
+				}
+				return err
+			})
+		})
+	}
+}
+
+// seedTimeline makes BenchmarkTimeline's reader and returns the service and
+// the reader, whose inbox is built.
+func seedTimeline(b *testing.B, r *testenv.Redis) (*feed.Service, string) {
 	s := benchService(b, r, feed.Config{CelebrityThreshold: 1 << 40})
 	ctx := context.Background()
 	reader := "reader"
@@ -156,16 +233,7 @@ func benchTimeline(b *testing.B, r *testenv.Redis) {
 	if n, _ := r.Client.ZCard(ctx, s.InboxKey(reader)).Result(); n < 2000 {
 		b.Fatalf("inbox holds %d", n)
 	}
-	mem, _ := r.Client.MemoryUsage(ctx, s.InboxKey(reader)).Result()
-	n, _ := r.Client.ZCard(ctx, s.InboxKey(reader)).Result()
-	testenv.Latencies(b, func() error {
-		p, err := s.Timeline(ctx, reader, "", 20)
-		if err == nil && len(p.Posts) != 20 {
-			err = fmt.Errorf("%d posts", len(p.Posts))
-		}
-		return err
-	})
-	b.ReportMetric(float64(mem)/float64(n), "inbox-B/entry")
+	return s, reader
 }
 
 // BenchmarkMillionFollowers publishes one post by an author with 1,000,000

@@ -105,9 +105,10 @@ type Config struct {
 	// Now is the clock [time.Now].
 	Now func() time.Time
 	// CursorKey, when set (at least 16 bytes, the same secret on every
-	// process of a deployment), authenticates Timeline's cursors: each
-	// carries a MAC over its position and its reader, and any cursor
-	// Timeline did not make for that reader with that key is ErrCursor.
+	// process of a deployment), authenticates Timeline's and AuthorPosts'
+	// cursors: each carries a MAC over its position and its reader (or
+	// author's page), and any cursor not made for that reader (or page)
+	// with that key is ErrCursor.
 	// Without it a cursor is a position, not a secret: a well-formed one
 	// Timeline never made reads the reader's own timeline from there (it
 	// shows nothing the reader could not page to). Setting or changing the
@@ -240,8 +241,10 @@ func (s *Service) shardOfPost(id int64) shard.Shard    { return s.posts.ByGene(s
 
 // A user's keys share the tag "u:<user>": inbox (sorted set of post ids
 // scored by time, with a state marker), following (set of followees, a
-// cache of SQL, with a marker), gen (bumped by every follow and unfollow),
-// outbox (the user's own recent posts) and followers (the cached count).
+// cache of SQL, with a marker), muted (set of muted authors, alike), gen
+// (bumped by every follow, unfollow, mute and unmute), outbox (the user's
+// own recent posts), followers (the cached count) and marker (the read
+// marker, "score:id").
 func (s *Service) userKey(user, part string) string { return s.space.Key("u:"+user, part) }
 
 // postKey is a post's cache entry, tagged by the post.

@@ -116,29 +116,64 @@ func (f *fixture) timeline(reader string, size int) []int64 {
 	return nil
 }
 
-// model is what a timeline must show: live posts by current followees,
-// newest first.
+// model is what a timeline must show: live posts by current followees
+// the reader has not muted, newest first.
 type model struct {
 	follows map[string]map[string]bool
+	mutes   map[string]map[string]bool
+	blocks  map[string]map[string]bool
 	posts   []feed.Post
 	deleted map[int64]bool
 }
 
 func newModel() *model {
-	return &model{follows: map[string]map[string]bool{}, deleted: map[int64]bool{}}
+	return &model{follows: map[string]map[string]bool{}, mutes: map[string]map[string]bool{},
+		blocks: map[string]map[string]bool{}, deleted: map[int64]bool{}}
 }
 
-func (m *model) follow(a, b string) {
-	if m.follows[a] == nil {
-		m.follows[a] = map[string]bool{}
+func set(m map[string]map[string]bool, a, b string, v bool) {
+	if m[a] == nil {
+		m[a] = map[string]bool{}
 	}
-	m.follows[a][b] = true
+	if v {
+		m[a][b] = true
+	} else {
+		delete(m[a], b)
+	}
+}
+
+func (m *model) follow(a, b string) { set(m.follows, a, b, true) }
+
+// tryFollow is Follow: refused (false) when either blocked the other.
+func (m *model) tryFollow(a, b string) bool {
+	if m.blocks[a][b] || m.blocks[b][a] {
+		return false
+	}
+	m.follow(a, b)
+	return true
+}
+
+// block is Block: recorded, and the follows both ways removed.
+func (m *model) block(a, b string) {
+	set(m.blocks, a, b, true)
+	set(m.follows, a, b, false)
+	set(m.follows, b, a, false)
 }
 
 func (m *model) timeline(reader string) []int64 {
+	return m.sorted(func(p feed.Post) bool { return m.follows[reader][p.Author] && !m.mutes[reader][p.Author] })
+}
+
+// authorPosts is an author's profile: every live post of theirs.
+func (m *model) authorPosts(author string) []int64 {
+	return m.sorted(func(p feed.Post) bool { return p.Author == author })
+}
+
+// sorted returns the live posts keep selects in timeline order.
+func (m *model) sorted(keep func(feed.Post) bool) []int64 {
 	var ps []feed.Post
 	for _, p := range m.posts {
-		if m.follows[reader][p.Author] && !m.deleted[p.ID] {
+		if keep(p) && !m.deleted[p.ID] {
 			ps = append(ps, p)
 		}
 	}

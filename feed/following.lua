@@ -1,8 +1,9 @@
--- following: cache a reader's followees, unless a follow or an unfollow
--- happened since they were read from SQL.
--- KEYS[1] following set, KEYS[2] the reader's generation counter
+-- following: cache a reader's followees (or muted authors), unless a
+-- follow, an unfollow, a mute or an unmute happened since they were read
+-- from SQL.
+-- KEYS[1] following (or muted) set, KEYS[2] the reader's generation counter
 -- ARGV[1] generation read before the SQL query ("" for none), ARGV[2] TTL
--- in ms, ARGV[3..] followees
+-- in ms, ARGV[3..] members
 -- Returns 1 when written, 0 when the generation moved (read again).
 local gen = redis.call('GET', KEYS[2]) or ''
 if gen ~= ARGV[1] then

@@ -149,37 +149,6 @@ func (s *Service) finishUnfollow(ctx context.Context, follower, followee string)
 	return nil
 }
 
-// Block records that blocker blocks blocked and removes the follow both
-// ways; neither can follow the other while the block stands.
-func (s *Service) Block(ctx context.Context, blocker, blocked string) (err error) {
-	ctx, call := s.obs.blockOp.Start(ctx)
-	defer func() { err = call.End(err) }()
-	if err := validPair(blocker, blocked); err != nil {
-		return err
-	}
-	sh := s.shardOfUser(blocker)
-	if _, err := sh.DB.ExecContext(ctx, insertIgnore(sh.DB)+` INTO `+gene.Sibling(sh, "feed_blocks")+` (blocker, blocked, created_at) VALUES (?, ?, ?)`,
-		blocker, blocked, s.nowMs()); err != nil {
-		return fmt.Errorf("feed: block: %w", err)
-	}
-	return errors.Join(s.unfollow(ctx, blocker, blocked), s.unfollow(ctx, blocked, blocker))
-}
-
-// refuseBlocked returns ErrBlocked when a or b blocked the other.
-func (s *Service) refuseBlocked(ctx context.Context, a, b string) error {
-	for _, p := range [][2]string{{a, b}, {b, a}} {
-		sh := s.shardOfUser(p[0])
-		var n int
-		if err := sh.DB.GetContext(ctx, &n, `SELECT COUNT(*) FROM `+gene.Sibling(sh, "feed_blocks")+` WHERE blocker = ? AND blocked = ?`, p[0], p[1]); err != nil {
-			return fmt.Errorf("feed: read blocks: %w", err)
-		}
-		if n > 0 {
-			return fmt.Errorf("%w: %s and %s", ErrBlocked, a, b)
-		}
-	}
-	return nil
-}
-
 // Followees returns up to limit accounts user follows, in byte order after
 // the id after ("" for the first page).
 func (s *Service) Followees(ctx context.Context, user, after string, limit int) (_ []string, err error) {
@@ -314,7 +283,7 @@ func validPair(a, b string) error {
 		return err
 	}
 	if a == b {
-		return fmt.Errorf("%w: %s cannot follow or block themselves", ErrInvalid, a)
+		return fmt.Errorf("%w: %s cannot follow, block or mute themselves", ErrInvalid, a)
 	}
 	return nil
 }

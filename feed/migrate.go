@@ -14,7 +14,7 @@ import (
 // userTables lists one user shard's tables. A follow is written twice: in
 // the follower's shard (feed_follows, the truth, with a "mirrored" mark) and
 // in the followee's (feed_followers, for fan-out); blocks live in the
-// blocker's shard.
+// blocker's shard, mutes in the muter's.
 func userTables(sh shard.Shard) []sqlutil.Table {
 	return []sqlutil.Table{
 		{Name: sh.Table, Columns: `follower {{key}} NOT NULL,
@@ -25,12 +25,15 @@ func userTables(sh shard.Shard) []sqlutil.Table {
 		PRIMARY KEY (follower, followee)`, Indexes: []string{"ix_unmirrored (mirrored, updated_at)"}},
 		{Name: gene.Sibling(sh, "feed_followers"), Columns: `followee {{key}} NOT NULL, follower {{key}} NOT NULL, PRIMARY KEY (followee, follower)`},
 		{Name: gene.Sibling(sh, "feed_blocks"), Columns: `blocker {{key}} NOT NULL, blocked {{key}} NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY (blocker, blocked)`},
+		{Name: gene.Sibling(sh, "feed_mutes"), Columns: `muter {{key}} NOT NULL, muted {{key}} NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY (muter, muted)`},
 	}
 }
 
 // postTable is one post shard. fanout is 0 while the post waits for its
 // fan-out (the table is the fan-out's outbox), 1 once its chunks are
-// published, 2 for a post that is pulled at read time instead.
+// published, 2 for a post that is pulled at read time instead. ix_profile
+// serves AuthorPosts past the outbox; Migrate adds it to tables made before
+// it existed.
 func postTable(sh shard.Shard) sqlutil.Table {
 	return sqlutil.Table{Name: sh.Table, Columns: `id BIGINT NOT NULL PRIMARY KEY,
 		author {{key}} NOT NULL,
@@ -39,13 +42,14 @@ func postTable(sh shard.Shard) sqlutil.Table {
 		created_at BIGINT NOT NULL,
 		score BIGINT NOT NULL,
 		deleted INT NOT NULL,
-		fanout INT NOT NULL`, Indexes: []string{"UNIQUE uq_request (author, request_id)", "ix_fanout (fanout, id)", "ix_author (author, id)"}}
+		fanout INT NOT NULL`, Indexes: []string{"UNIQUE uq_request (author, request_id)", "ix_fanout (fanout, id)", "ix_author (author, id)", "ix_profile (author, score, id)"}}
 }
 
 // celebrityTable is the registry of pulled authors, in the first database.
 var celebrityTable = sqlutil.Table{Name: "feed_celebrities", Columns: `user_id {{key}} NOT NULL PRIMARY KEY, since BIGINT NOT NULL`}
 
-// Migrate creates every table that does not exist yet.
+// Migrate creates every table that does not exist yet and adds the
+// indexes an existing one lacks (a table made by an older version).
 func (s *Service) Migrate(ctx context.Context) error {
 	if err := s.idSrc.CreateTable(ctx); err != nil {
 		return fmt.Errorf("feed: migrate: %w", err)
@@ -67,10 +71,8 @@ func (s *Service) Migrate(ctx context.Context) error {
 	g.SetLimit(8)
 	for _, j := range jobs {
 		g.Go(func() error {
-			for _, stmt := range j.t.Statements(j.sh.DB) {
-				if _, err := j.sh.DB.ExecContext(gctx, stmt); err != nil {
-					return fmt.Errorf("feed: migrate %s: %w", j.t.Name, err)
-				}
+			if err := j.t.Create(gctx, j.sh.DB); err != nil {
+				return fmt.Errorf("feed: migrate: %w", err)
 			}
 			return nil
 		})

@@ -17,7 +17,8 @@ type instruments struct {
 	block *obs.Block
 	publish, delete, post, timeline, follow, unfollow, blockOp,
 	followees, followersOp, followerCount, repair, seedFollows,
-	relayFanout, handleChunk, push *obs.Op
+	relayFanout, handleChunk, push,
+	authorPosts, unblock, mute, unmute, setMarker, marker, unreadSince *obs.Op
 	lookups metric.Int64Counter
 	delay   metric.Float64Histogram
 	// lookup options by layer and result
@@ -45,6 +46,8 @@ func newInstruments(mp metric.MeterProvider, tp trace.TracerProvider) *instrumen
 		followees: op("followees"), followersOp: op("followers"), followerCount: op("follower_count"),
 		repair: op("repair"), seedFollows: op("seed_follows"),
 		relayFanout: op("relay_fanout"), handleChunk: op("handle_chunk"), push: op("push"),
+		authorPosts: op("author_posts"), unblock: op("unblock"), mute: op("mute"), unmute: op("unmute"),
+		setMarker: op("set_marker"), marker: op("marker"), unreadSince: op("unread_since"),
 	}
 	m := b.Meter()
 	var err error

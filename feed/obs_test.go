@@ -53,6 +53,27 @@ func TestMetricsAndSpans(t *testing.T) {
 	if err := f.s.Delete(f.ctx, "bob", p1.ID); !errors.Is(err, feed.ErrNotFound) {
 		t.Fatalf("deleting another's post: %v", err)
 	}
+	if page, err := f.s.AuthorPosts(f.ctx, "alice", "", 10); err != nil || len(page.Posts) != 1 { // hydrates p1
+		t.Fatalf("alice's posts: %v, %v", page.Posts, err)
+	}
+	if _, err := f.s.AuthorPosts(f.ctx, "alice", "", 0); !errors.Is(err, feed.ErrInvalid) {
+		t.Fatalf("a page of 0: %v", err)
+	}
+	for _, err := range []error{f.s.Mute(f.ctx, "bob", "alice"), f.s.Unmute(f.ctx, "bob", "alice"), f.s.Unblock(f.ctx, "bob", "alice"),
+		f.s.SetMarker(f.ctx, "bob", p1.ID)} { // SetMarker hydrates p1
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.s.SetMarker(f.ctx, "bob", 0); !errors.Is(err, feed.ErrInvalid) {
+		t.Fatalf("a marker at post 0: %v", err)
+	}
+	if m, err := f.s.Marker(f.ctx, "bob"); err != nil || m != p1.ID {
+		t.Fatalf("marker %d, %v", m, err)
+	}
+	if n, err := f.s.UnreadSince(f.ctx, "bob"); err != nil || n != 1 { // p2, deleted but still in the inbox: an upper bound
+		t.Fatalf("%d unread, %v", n, err)
+	}
 
 	var res metricdata.ResourceMetrics
 	if err := reader.Collect(f.ctx, &res); err != nil {
@@ -79,9 +100,10 @@ func TestMetricsAndSpans(t *testing.T) {
 	lh, lm := layer("local")
 	rh, rm := layer("redis")
 	sh, sm := layer("sql")
-	// hydrated: 2 pushes (p1, p2), the timeline's 2 posts, Post's 1 missing id
-	if lh+lm != 5 || rh+rm != lm || sh+sm != rm || sm != 1 || lm < 1 {
-		t.Errorf("lookups local %v/%v, redis %v/%v, sql %v/%v (hit/miss): want 5 local, each miss looked up in the next layer, 1 SQL miss",
+	// hydrated: 2 pushes (p1, p2), the timeline's 2 posts, Post's 1 missing
+	// id, AuthorPosts' and SetMarker's p1
+	if lh+lm != 7 || rh+rm != lm || sh+sm != rm || sm != 1 || lm < 1 {
+		t.Errorf("lookups local %v/%v, redis %v/%v, sql %v/%v (hit/miss): want 7 local, each miss looked up in the next layer, 1 SQL miss",
 			lh, lm, rh, rm, sh, sm)
 	}
 	for _, k := range []string{"local", "redis", "sql"} {
@@ -101,12 +123,18 @@ func TestMetricsAndSpans(t *testing.T) {
 		{"handle_chunk", "ok", "", 2}, {"handle_chunk", "refused", "poison", 1},
 		{"post", "refused", "not_found", 1},
 		{"delete", "ok", "", 1}, {"delete", "refused", "not_found", 1},
+		{"author_posts", "ok", "", 1}, {"author_posts", "refused", "invalid", 1},
+		{"mute", "ok", "", 1}, {"unmute", "ok", "", 1}, {"unblock", "ok", "", 1},
+		{"set_marker", "ok", "", 1}, {"set_marker", "refused", "invalid", 1},
+		{"marker", "ok", "", 1}, {"unread_since", "ok", "", 1},
 	} {
 		obstest.AddOp(want, "feed", c.name, c.outcome, c.reason, c.n)
 	}
 	obstest.Expect(t, got, want)
 
 	wantSpans := map[string]int{"feed.follow": 3, "feed.timeline": 2, "feed.publish": 3, "feed.relay_fanout": 1,
-		"feed.handle_chunk": 3, "feed.post": 1, "feed.delete": 2}
+		"feed.handle_chunk": 3, "feed.post": 1, "feed.delete": 2,
+		"feed.author_posts": 2, "feed.mute": 1, "feed.unmute": 1, "feed.unblock": 1, "feed.set_marker": 2,
+		"feed.marker": 1, "feed.unread_since": 1}
 	obstest.ExpectSpans(t, spans, wantSpans)
 }

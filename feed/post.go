@@ -361,7 +361,11 @@ func (s *Service) loadShard(ctx context.Context, ids []int64) (map[int64]*Post, 
 	return out, nil
 }
 
-// remember keeps p (nil for a miss) in the local cache.
+// remember keeps p (nil for a miss) in the local cache. A post found
+// replaces a miss remembered a moment before (Push reads a stale Redis miss,
+// then finds the post in SQL): ristretto applies sets in the background and
+// drops a new key's set when the key is already admitted, so the found post
+// is set after a Del, which is ordered with the pending sets.
 func (s *Service) remember(id int64, p *Post) {
 	if s.local == nil {
 		return
@@ -369,6 +373,8 @@ func (s *Service) remember(id int64, p *Post) {
 	ttl := s.cfg.LocalTTL
 	if p == nil {
 		ttl = min(ttl, s.cfg.NegativeTTL)
+	} else {
+		s.local.Del(id)
 	}
 	s.local.SetWithTTL(id, p, 1, ttl)
 }

@@ -4,11 +4,12 @@
 -- KEYS[1] inbox (sorted set; member "~" scored 0 when built, -1 while building)
 -- KEYS[2] following (set of followees plus the marker "~")
 -- KEYS[3] pushed (list of "score:id" fan-out appended, after a marker "~")
+-- KEYS[4] muted (set of muted authors plus the marker "~")
 -- ARGV[1] highest score to return (inclusive, or "+inf"), ARGV[2] how many,
 -- ARGV[3] active period in ms (the TTL the keys get), ARGV[4] inbox cap,
 -- ARGV[5] slack
 -- Returns {inbox state (0 missing, 1 building, 2 built), following exists
--- (0/1), {id, score, …}, {followee, …}}. An inbox without its pushed list
+-- (0/1), {id, score, …}, {followee, …}, muted exists (0/1), {muted, …}}. An inbox without its pushed list
 -- (lost in a failover) is missing: fan-out could not reach it.
 local st = redis.call('ZSCORE', KEYS[1], '~')
 local state, entries, following, have = 0, {}, {}, 0
@@ -54,4 +55,10 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('PEXPIRE', KEYS[2], ARGV[3])
   following = redis.call('SMEMBERS', KEYS[2])
 end
-return {state, have, entries, following}
+local muted, haveMuted = {}, 0
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  haveMuted = 1
+  redis.call('PEXPIRE', KEYS[4], ARGV[3])
+  muted = redis.call('SMEMBERS', KEYS[4])
+end
+return {state, have, entries, following, haveMuted, muted}

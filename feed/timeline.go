@@ -58,7 +58,7 @@ func before(a, b entry) bool {
 // ("" for the newest). It merges the reader's inbox (pushed posts) with the
 // outboxes of the celebrities they follow (pulled), hydrates the posts in
 // one batched read, and shows only live posts by accounts the reader
-// follows now. The next page's cursor is a (score, id) position, so posts
+// follows now and has not muted (Mute). The next page's cursor is a (score, id) position, so posts
 // published meanwhile never shift it. A reader without an inbox (new, or
 // inactive for ActivePeriod) gets one rebuilt from their followees'
 // outboxes; every read keeps the reader active.
@@ -85,7 +85,7 @@ func (s *Service) Timeline(ctx context.Context, reader, cursor string, limit int
 	var page Page
 	fetch := limit + limit/4 + 2
 	for round := 0; round < 8 && len(page.Posts) < limit; round++ {
-		cands, following, more, err := s.candidates(ctx, reader, pos, fetch, reg)
+		cands, g, more, err := s.candidates(ctx, reader, pos, fetch, reg)
 		if err != nil {
 			return Page{}, err
 		}
@@ -108,7 +108,7 @@ func (s *Service) Timeline(ctx context.Context, reader, cursor string, limit int
 					stale = append(stale, c.id)
 				}
 				continue
-			case !following[p.Author]:
+			case !g.following[p.Author] || g.muted[p.Author]:
 				continue
 			}
 			page.Posts = append(page.Posts, *p)
@@ -142,18 +142,14 @@ func (s *Service) Timeline(ctx context.Context, reader, cursor string, limit int
 // certainly the next ones: up to fetch from the inbox and from each followed
 // celebrity's outbox, merged, deduplicated, cut where a source that had
 // more stops and then to fetch entries. It also returns the reader's
-// followees and whether there is more.
-func (s *Service) candidates(ctx context.Context, reader string, pos position, fetch int, reg map[string]int64) ([]entry, map[string]bool, bool, error) {
-	inbox, following, err := s.readInbox(ctx, reader, pos, fetch)
+// followees and mutes, and whether there is more. Muted celebrities are not
+// pulled.
+func (s *Service) candidates(ctx context.Context, reader string, pos position, fetch int, reg map[string]int64) ([]entry, view, bool, error) {
+	inbox, g, err := s.readInbox(ctx, reader, pos, fetch)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, view{}, false, err
 	}
-	var celebs []string
-	for f := range following {
-		if _, ok := reg[f]; ok {
-			celebs = append(celebs, f)
-		}
-	}
+	celebs := g.pulled(reg)
 	sources := [][]entry{inbox}
 	if len(celebs) > 0 {
 		max := "+inf"
@@ -166,7 +162,7 @@ func (s *Service) candidates(ctx context.Context, reader string, pos position, f
 			cmds[i] = pipe.ZRevRangeByScoreWithScores(ctx, s.userKey(c, "outbox"), &redis.ZRangeBy{Max: max, Min: "-inf", Count: int64(fetch)})
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, nil, false, fmt.Errorf("feed: read celebrity outboxes: %w", err)
+			return nil, view{}, false, fmt.Errorf("feed: read celebrity outboxes: %w", err)
 		}
 		for _, cmd := range cmds {
 			var es []entry
@@ -228,38 +224,59 @@ func (s *Service) candidates(ctx context.Context, reader string, pos position, f
 	if len(out) > fetch {
 		out, more = out[:fetch], true
 	}
-	return out, following, more, nil
+	return out, g, more, nil
+}
+
+// view is what a reader's timeline is filtered by: the accounts they follow
+// and the ones they muted.
+type view struct{ following, muted map[string]bool }
+
+// pulled returns the followed, unmuted celebrities of reg.
+func (g view) pulled(reg map[string]int64) []string {
+	var celebs []string
+	for f := range g.following {
+		if _, ok := reg[f]; ok && !g.muted[f] {
+			celebs = append(celebs, f)
+		}
+	}
+	return celebs
 }
 
 // readInbox returns up to fetch inbox entries at or below pos's score and the
-// reader's followees, rebuilding either from SQL when Redis lacks it.
-func (s *Service) readInbox(ctx context.Context, reader string, pos position, fetch int) ([]entry, map[string]bool, error) {
+// reader's followees and mutes, rebuilding any from SQL when Redis lacks it.
+func (s *Service) readInbox(ctx context.Context, reader string, pos position, fetch int) ([]entry, view, error) {
 	max := "+inf"
 	if pos.score > 0 {
 		max = strconv.FormatInt(pos.score, 10)
 	}
-	ks := []string{s.userKey(reader, "inbox"), s.userKey(reader, "following"), s.userKey(reader, "pushed")}
+	ks := []string{s.userKey(reader, "inbox"), s.userKey(reader, "following"), s.userKey(reader, "pushed"), s.userKey(reader, "muted")}
 	for attempt := 0; ; attempt++ {
 		res, err := readScript.Run(ctx, s.rdb, ks, max, fetch, s.cfg.ActivePeriod.Milliseconds(), s.cfg.InboxCap, s.cfg.InboxSlack).Slice()
 		if err != nil {
-			return nil, nil, fmt.Errorf("feed: read inbox: %w", err)
+			return nil, view{}, fmt.Errorf("feed: read inbox: %w", err)
 		}
 		state, _ := res[0].(int64)
 		have, _ := res[1].(int64)
-		if state == 2 && have == 1 {
-			return parseInbox(res[2]), parseFollowing(res[3]), nil
+		haveMuted, _ := res[4].(int64)
+		if state == 2 && have == 1 && haveMuted == 1 {
+			return parseInbox(res[2]), view{following: parseSet(res[3]), muted: parseSet(res[5])}, nil
 		}
 		if attempt == 3 {
-			return nil, nil, fmt.Errorf("feed: inbox of %s keeps changing while it is rebuilt", reader)
+			return nil, view{}, fmt.Errorf("feed: inbox of %s keeps changing while it is rebuilt", reader)
 		}
 		if have == 0 {
-			if err := s.rebuildFollowing(ctx, reader); err != nil {
-				return nil, nil, err
+			if err := s.cacheSet(ctx, reader, "following", s.followees); err != nil {
+				return nil, view{}, err
+			}
+		}
+		if haveMuted == 0 {
+			if err := s.cacheSet(ctx, reader, "muted", s.mutedBy); err != nil {
+				return nil, view{}, err
 			}
 		}
 		if state != 2 {
 			if err := s.rebuildInbox(ctx, reader); err != nil {
-				return nil, nil, err
+				return nil, view{}, err
 			}
 		}
 	}
@@ -277,7 +294,7 @@ func parseInbox(v any) []entry {
 	return out
 }
 
-func parseFollowing(v any) map[string]bool {
+func parseSet(v any) map[string]bool {
 	flat, _ := v.([]any)
 	out := make(map[string]bool, len(flat))
 	for _, m := range flat {
@@ -286,102 +303,4 @@ func parseFollowing(v any) map[string]bool {
 		}
 	}
 	return out
-}
-
-// followees reads every account reader follows from SQL.
-func (s *Service) followees(ctx context.Context, reader string) ([]string, error) {
-	var all []string
-	after := ""
-	for {
-		page, err := s.followeesPage(ctx, reader, after, 10_000)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, page...)
-		if len(page) < 10_000 {
-			return all, nil
-		}
-		after = page[len(page)-1]
-	}
-}
-
-// rebuildFollowing caches reader's followees from SQL, unless a follow or
-// unfollow moved the generation meanwhile (the caller reads again).
-func (s *Service) rebuildFollowing(ctx context.Context, reader string) error {
-	gen, err := s.rdb.Get(ctx, s.userKey(reader, "gen")).Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("feed: read generation: %w", err)
-	}
-	fs, err := s.followees(ctx, reader)
-	if err != nil {
-		return err
-	}
-	args := []any{gen, s.cfg.ActivePeriod.Milliseconds()}
-	for _, f := range fs {
-		args = append(args, f)
-	}
-	if err := followingScript.Run(ctx, s.rdb, []string{s.userKey(reader, "following"), s.userKey(reader, "gen")}, args...).Err(); err != nil {
-		return fmt.Errorf("feed: cache followees: %w", err)
-	}
-	return nil
-}
-
-// rebuildInbox opens reader's inbox — from then on fan-out pushes to it —
-// then fills it with the newest posts of the non-celebrity accounts they
-// follow, from their outboxes (celebrities are pulled at read anyway). A
-// post published between the two steps is either in an outbox when it is
-// read or pushed after the inbox opened, so none is missed. Each followee
-// gives at most max(20, 4×InboxCap/followees) posts.
-func (s *Service) rebuildInbox(ctx context.Context, reader string) error {
-	inbox := s.userKey(reader, "inbox")
-	if err := openScript.Run(ctx, s.rdb, []string{inbox, s.userKey(reader, "pushed")}, s.cfg.ActivePeriod.Milliseconds()).Err(); err != nil {
-		return fmt.Errorf("feed: open inbox: %w", err)
-	}
-	fs, err := s.followees(ctx, reader)
-	if err != nil {
-		return err
-	}
-	reg, err := s.celebrities(ctx)
-	if err != nil {
-		return err
-	}
-	var authors []string
-	for _, f := range fs {
-		if _, celeb := reg[f]; !celeb {
-			authors = append(authors, f)
-		}
-	}
-	per := int64(min(s.cfg.OutboxCap, s.cfg.InboxCap, max(20, 4*s.cfg.InboxCap/max(1, len(authors)))))
-	var all []redis.Z
-	for start := 0; start < len(authors); start += 500 {
-		pipe := s.rdb.Pipeline()
-		var cmds []*redis.ZSliceCmd
-		for _, a := range authors[start:min(start+500, len(authors))] {
-			cmds = append(cmds, pipe.ZRevRangeWithScores(ctx, s.userKey(a, "outbox"), 0, per-1))
-		}
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return fmt.Errorf("feed: read outboxes: %w", err)
-		}
-		for _, c := range cmds {
-			all = append(all, c.Val()...)
-		}
-	}
-	slices.SortFunc(all, func(a, b redis.Z) int {
-		if a.Score > b.Score {
-			return -1
-		}
-		if a.Score < b.Score {
-			return 1
-		}
-		return 0
-	})
-	all = all[:min(len(all), s.cfg.InboxCap)]
-	args := []any{s.cfg.InboxCap, s.cfg.InboxSlack, 1}
-	for _, z := range all {
-		args = append(args, int64(z.Score), z.Member)
-	}
-	if err := fillScript.Run(ctx, s.rdb, []string{inbox}, args...).Err(); err != nil {
-		return fmt.Errorf("feed: fill inbox: %w", err)
-	}
-	return nil
 }

@@ -4,6 +4,8 @@
 //	POST /users/{id}/posts              body: the post text → {"id":…}
 //	POST /users/{id}/follow/{other}
 //	GET  /users/{id}/timeline?cursor=   → {"posts":[…],"next":"…"}
+//	GET  /users/{id}/posts?cursor=      → the profile: {"posts":[…],"next":"…"}
+//	POST /users/{id}/mute/{other}       (and /unmute/{other})
 //
 // It first seeds a social graph (-users, default 100,000) whose follower
 // counts follow a power law (user i has about 0.9×users/(i+1) followers:
@@ -200,6 +202,16 @@ func routes(svc *feed.Service) http.Handler {
 		p, err := svc.Timeline(r.Context(), r.PathValue("id"), r.URL.Query().Get("cursor"), 20)
 		reply(w, map[string]any{"posts": p.Posts, "next": p.Next}, err)
 	})
+	mux.HandleFunc("GET /users/{id}/posts", func(w http.ResponseWriter, r *http.Request) {
+		p, err := svc.AuthorPosts(r.Context(), r.PathValue("id"), r.URL.Query().Get("cursor"), 20)
+		reply(w, map[string]any{"posts": p.Posts, "next": p.Next}, err)
+	})
+	mux.HandleFunc("POST /users/{id}/mute/{other}", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, map[string]any{"ok": true}, svc.Mute(r.Context(), r.PathValue("id"), r.PathValue("other")))
+	})
+	mux.HandleFunc("POST /users/{id}/unmute/{other}", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, map[string]any{"ok": true}, svc.Unmute(r.Context(), r.PathValue("id"), r.PathValue("other")))
+	})
 	return mux
 }
 
@@ -220,8 +232,9 @@ func reply(w http.ResponseWriter, v any, err error) {
 }
 
 // check: a reader follows an author, reads (becoming active), the author
-// posts, and the post reaches the reader's timeline through Kafka; a bad
-// cursor is a 400.
+// posts, and the post reaches the reader's timeline through Kafka and the
+// author's profile; muting the author hides it from the timeline and
+// unmuting shows it again; a bad cursor is a 400.
 func check(ctx context.Context, base string) error {
 	c := &http.Client{Timeout: 5 * time.Second}
 	do := func(method, path, body string) (int, map[string]any, error) {
@@ -262,10 +275,51 @@ func check(ctx context.Context, base string) error {
 				if code, _, _ := do("GET", "/users/checker/timeline?cursor=nonsense", ""); code != 400 {
 					return fmt.Errorf("a bad cursor gave %d, want 400", code)
 				}
-				return nil
+				return checkProfileAndMute(do, id)
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("post %s did not reach the timeline", id)
+}
+
+// checkProfileAndMute: post id is on u1's profile, and leaves checker's
+// timeline while checker mutes u1.
+func checkProfileAndMute(do func(method, path, body string) (int, map[string]any, error), id string) error {
+	has := func(path string) (bool, error) {
+		code, page, err := do("GET", path, "")
+		if err != nil || code != 200 {
+			return false, fmt.Errorf("%s: %d %v", path, code, err)
+		}
+		posts, _ := page["posts"].([]any)
+		for _, p := range posts {
+			if m, _ := p.(map[string]any); fmt.Sprint(m["id"]) == id {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	for _, step := range []struct {
+		action, path string
+		want         bool
+	}{
+		{"", "/users/u1/posts", true},
+		{"/users/checker/mute/u1", "/users/checker/timeline", false},
+		{"/users/checker/unmute/u1", "/users/checker/timeline", true},
+	} {
+		if step.action != "" {
+			if code, _, err := do("POST", step.action, ""); err != nil || code != 200 {
+				return fmt.Errorf("%s: %d %v", step.action, code, err)
+			}
+		}
+		ok, err := has(step.path)
+		if err != nil {
+			return err
+		}
+		if ok != step.want {
+			return fmt.Errorf("after %q, %s shows post %s: %v, want %v", step.action, step.path, id, ok, step.want)
+		}
+	}
+	fmt.Printf("post %s is on the author's profile; muting hid it from the timeline, unmuting showed it again\n", id)
+	return nil
 }
