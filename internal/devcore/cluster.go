@@ -81,6 +81,17 @@ func (rc *RedisCluster) configure(ctx context.Context) error {
 		}
 		ids[i] = id
 	}
+	// Distinct config epochs before the nodes meet, as redis-cli --cluster
+	// create sets them: masters left at epoch 0 resolve their collision by
+	// bumping epochs one at a time after they meet, and a failover forced
+	// while that runs can lose to the old master, which then bumps past the
+	// promoted replica and takes its slots back (seen: the promoted node
+	// back as a replica of the old master, which kept its writes).
+	for i, c := range clients {
+		if err := c.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err(); err != nil {
+			return fmt.Errorf("cluster set-config-epoch: %w", err)
+		}
+	}
 	for _, s := range rc.Nodes[1:] {
 		if err := clients[0].ClusterMeet(ctx, "127.0.0.1", fmt.Sprint(s.Port)).Err(); err != nil {
 			return fmt.Errorf("cluster meet: %w", err)
@@ -117,14 +128,15 @@ func (rc *RedisCluster) configure(ctx context.Context) error {
 			return fmt.Errorf("cluster replicate: %w", err)
 		}
 	}
-	return poll(ctx, "every node agrees on the slot map", func() (bool, error) {
+	want := fmt.Sprintf("cluster_current_epoch:%d\r\n", len(clients))
+	return poll(ctx, "every node agrees on the slot map and the epoch", func() (bool, error) {
 		var first []string
 		for _, c := range clients {
 			info, err := c.ClusterInfo(ctx).Result()
 			if err != nil {
 				return false, err
 			}
-			if !strings.Contains(info, "cluster_state:ok") {
+			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, want) {
 				return false, nil
 			}
 			shards, err := c.ClusterShards(ctx).Result()

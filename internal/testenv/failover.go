@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -102,13 +103,34 @@ func (s Shard) Failover(t testing.TB) {
 	}
 	// The old master learns of the takeover by gossip and then resyncs in
 	// full (its last writes are thrown away): on a loaded machine, slowly.
+	var info string
+	defer func() {
+		if t.Failed() { // what the nodes say, for the next reader of this failure
+			t.Logf("old master: %s\nits view of the cluster:\n%s\nits log:\n%s\nnew master: %s\nits log:\n%s",
+				info, s.Master.ClusterNodes(ctx).Val(), logTail(s.Master, 40), s.Replica.Info(ctx, "replication").Val(), logTail(s.Replica, 40))
+		}
+	}()
 	waitFor(t, "the old master to follow the new one", 90*time.Second, func() bool {
-		info := s.Master.Info(ctx, "replication").Val()
+		info = s.Master.Info(ctx, "replication").Val()
 		return strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up")
 	})
 	if err := s.Replica.ConfigSet(ctx, "masterauth", "").Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// logTail returns the last n lines of a local server's log file.
+func logTail(c *redis.Client, n int) string {
+	m, err := c.ConfigGet(context.Background(), "logfile").Result()
+	if err != nil || m["logfile"] == "" {
+		return "(no log file)"
+	}
+	b, err := os.ReadFile(m["logfile"])
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // WaitFor polls ok every 20 ms for up to 30 s, failing the test with what it
