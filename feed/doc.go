@@ -136,7 +136,7 @@
 // The Service emits OpenTelemetry metrics and spans to
 // Config.MeterProvider and TracerProvider, by default the global ones (a
 // service that set none up pays no clock read, no span and no
-// allocation: a flag read per operation, 6.5 ns, internal/obs's
+// allocation: a flag read per operation, 1.6 ns, internal/obs's
 // BenchmarkOpUninstalled):
 //
 //	casebook.feed.operation.duration  histogram (s)  casebook.operation, casebook.outcome, casebook.reason

@@ -131,7 +131,7 @@
 // A List and its Aggregators emit OpenTelemetry metrics and spans to
 // Config.MeterProvider and TracerProvider, by default the global ones (a
 // service that set none up pays no clock read, no span and no
-// allocation: a flag read per operation, 6.5 ns, internal/obs's
+// allocation: a flag read per operation, 1.6 ns, internal/obs's
 // BenchmarkOpUninstalled):
 //
 //	casebook.hotlist.operation.duration  histogram (s)    casebook.operation, casebook.outcome, casebook.reason

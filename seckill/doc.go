@@ -154,7 +154,7 @@
 // Config.MeterProvider and TracerProvider, by default the global ones (a
 // service that set OpenTelemetry up gets them with no casebook code; one
 // that did not pays no clock read, no span and no
-// allocation: a flag read per operation, 6.5 ns, internal/obs's
+// allocation: a flag read per operation, 1.6 ns, internal/obs's
 // BenchmarkOpUninstalled).
 //
 //	casebook.seckill.operation.duration  histogram (s)      casebook.operation, casebook.outcome, casebook.reason

@@ -58,12 +58,17 @@ func BenchmarkResolveRedis(b *testing.B) {
 
 // resolveParallel times only the resolves: seeding and warming are set-up.
 func resolveParallel(b *testing.B, s *shortlink.Service, codes []string) {
+	parallel(b, codes, s.Resolve)
+}
+
+// parallel calls resolve on codes in turn from GOMAXPROCS goroutines.
+func parallel(b *testing.B, codes []string, resolve func(context.Context, string) (*shortlink.Link, error)) {
 	b.ResetTimer()
 	b.ReportAllocs()
 	var i atomic.Int64
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := s.Resolve(context.Background(), codes[i.Add(1)%int64(len(codes))]); err != nil {
+			if _, err := resolve(context.Background(), codes[i.Add(1)%int64(len(codes))]); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -134,7 +139,8 @@ func BenchmarkRedirectHTTP(b *testing.B) {
 
 // BenchmarkObservability: the two hot paths — a Resolve answered by the
 // local cache, and a redirect through the handler with LocalMissFilter
-// (answered from memory, no Redis call) — with no OpenTelemetry provider
+// (answered from memory, no Redis call) — without the instrumentation
+// (impl=uninstrumented, Resolve only: the baseline), with no OpenTelemetry provider
 // (impl=none: what every service that set none up pays), the SDK's metrics
 // (impl=metrics), its tracer sampling every span into an exporter that
 // drops them (impl=traces), and both (impl=sdk), in one run.
@@ -142,7 +148,7 @@ func BenchmarkObservability(b *testing.B) {
 	r, db := testenv.NewRedis(b), testenv.NewSQL(b)
 	cfg := shortlink.Config{FlushEvery: time.Hour, TablesPerDB: 16, LocalMissFilter: true}
 	codes := seeded(b, newServiceOn(b, r, db, cfg), 1024)
-	impls := []string{"none", "metrics", "traces", "sdk"}
+	impls := []string{"uninstrumented", "none", "metrics", "traces", "sdk"}
 	services := map[string]*shortlink.Service{}
 	for _, impl := range impls {
 		cfg := cfg
@@ -156,13 +162,19 @@ func BenchmarkObservability(b *testing.B) {
 	}
 	for _, path := range []string{"resolve", "redirect"} {
 		for _, impl := range impls {
+			if impl == "uninstrumented" && path == "redirect" {
+				continue
+			}
 			s := services[impl]
 			b.Run("path="+path+"/impl="+impl, func(b *testing.B) {
 				warm(b, s, codes)
 				before := s.CacheStats()
-				if path == "resolve" {
+				switch {
+				case impl == "uninstrumented":
+					parallel(b, codes, s.ResolveUninstrumented)
+				case path == "resolve":
 					resolveParallel(b, s, codes)
-				} else {
+				default:
 					redirectParallel(b, s.Handler(nil), codes)
 				}
 				after := s.CacheStats()
