@@ -209,6 +209,32 @@ func BenchmarkRankSharded64(b *testing.B) {
 	})
 }
 
+// BenchmarkRankIn: the standings of 20 friends on a board of 50,000
+// members, over 1 shard and 64: two round trips either way, one script call
+// per shard each.
+func BenchmarkRankIn(b *testing.B) {
+	ctx := context.Background()
+	r := testenv.NewRedis(b)
+	for _, shards := range []int{1, 64} {
+		board := populated(b, r, "rankin"+strconv.Itoa(shards), shards, 50000)
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
+			friends := make([]string, 20)
+			i := 0
+			testenv.Latencies(b, func() error {
+				for j := range friends {
+					i++
+					friends[j] = "p" + strconv.Itoa(i*7919%50000)
+				}
+				got, err := board.RankIn(ctx, friends)
+				if err == nil && len(got) != len(friends) {
+					err = fmt.Errorf("%d standings of %d friends", len(got), len(friends))
+				}
+				return err
+			})
+		})
+	}
+}
+
 func populated(b *testing.B, r *testenv.Redis, name string, shards, members int) *rank.Board {
 	b.Helper()
 	board := newBoard(b, r, name, shards, testenv.Now)

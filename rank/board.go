@@ -35,7 +35,8 @@ var (
 	ErrTimeRange = errors.New("rank: time outside the board's period")
 	// ErrNotFound is returned for a member not on the board.
 	ErrNotFound = errors.New("rank: member not on the board")
-	// ErrBadCursor is returned for a cursor Page did not make.
+	// ErrBadCursor is returned for a cursor Page did not make, and wrapped
+	// (with ErrInvalid) for one Range did not make for its range.
 	ErrBadCursor = errors.New("rank: bad cursor")
 	// ErrConfig is wrapped by configuration errors.
 	ErrConfig = errors.New("rank: bad config")

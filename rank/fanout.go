@@ -4,6 +4,8 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -16,7 +18,7 @@ import (
 var (
 	//go:embed position.lua
 	positionLua    string
-	positionScript = redis.NewScript(positionLua)
+	positionScript = redis.NewScript(orderLua + positionLua)
 	//go:embed distinct.lua
 	distinctLua    string
 	distinctScript = redis.NewScript(distinctLua)
@@ -130,6 +132,7 @@ func (b *Board) entries(v any) ([]Entry, error) {
 type side struct {
 	up    bool
 	from  Entry     // the position
+	floor int64     // going down, the lowest value wanted
 	lists [][]Entry // per shard, nearest first
 	asked []int     // per shard, how many the read in flight asks for
 	more  []bool    // per shard, whether the last read came back full
@@ -140,6 +143,7 @@ func newSide(shards int, up bool, from Entry) *side {
 	return &side{
 		up:    up,
 		from:  from,
+		floor: math.MinInt64,
 		lists: make([][]Entry, shards),
 		asked: make([]int, shards),
 		more:  make([]bool, shards),
@@ -161,8 +165,15 @@ func (s *side) take(i int, p *probe, n int) {
 	if s.up {
 		got = p.up
 	}
+	full := len(got) == n && n > 0
+	if !s.up {
+		// Values fall going down: a shard that reached the floor has no more.
+		if cut := slices.IndexFunc(got, func(e Entry) bool { return e.value < s.floor }); cut >= 0 {
+			got, full = got[:cut], false
+		}
+	}
 	s.lists[i] = append(s.lists[i], got...)
-	s.more[i] = len(got) == n && n > 0
+	s.more[i] = full
 }
 
 // ask queues a read of up to n more of shard i's entries, after the last
@@ -248,6 +259,13 @@ const distinctPage = 1000
 // are merged. It costs O(D log n) on the servers and O(D) memory here, for
 // D distinct better values, and D/distinctPage + 1 round trips.
 func (b *Board) distinctAbove(ctx context.Context, v int64) (int64, error) {
+	vals, err := b.distinctValuesAbove(ctx, v)
+	return int64(len(vals)), err
+}
+
+// distinctValuesAbove is the distinct values greater than v over all
+// shards, ascending, at distinctAbove's cost.
+func (b *Board) distinctValuesAbove(ctx context.Context, v int64) ([]int64, error) {
 	seen := map[string]struct{}{}
 	from := make([]string, len(b.shards))
 	for i := range from {
@@ -274,11 +292,20 @@ func (b *Board) distinctAbove(ctx context.Context, v int64) (int64, error) {
 			})
 		}
 		if err := q.run(b.c); err != nil {
-			return 0, fmt.Errorf("rank: dense rank in %s: %w", b.cfg.Name, err)
+			return nil, fmt.Errorf("rank: dense rank in %s: %w", b.cfg.Name, err)
 		}
 		open = next
 	}
-	return int64(len(seen)), nil
+	vals := make([]int64, 0, len(seen))
+	for s := range seen {
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("rank: dense rank in %s: value %q", b.cfg.Name, s)
+		}
+		vals = append(vals, int64(f))
+	}
+	slices.Sort(vals)
+	return vals, nil
 }
 
 // allShards is 0, 1, …, n-1.

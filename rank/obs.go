@@ -12,7 +12,8 @@ import (
 type instruments struct {
 	set, add, best, applyOp, applyOnce, remove, setMeta, meta,
 	score, rank, around, topOp, page, size,
-	rankOfScore, countInRange, percentile *obs.Op
+	rankOfScore, countInRange, percentile,
+	rangeOp, removeByScore, removeByRank, rankIn, rankAcross, applyAcross *obs.Op
 }
 
 // reasons are the refusals, as the metrics name them.
@@ -34,5 +35,7 @@ func newInstruments(mp metric.MeterProvider, tp trace.TracerProvider) *instrumen
 		remove: op("remove"), setMeta: op("set_meta"), meta: op("meta"),
 		score: op("score"), rank: op("rank"), around: op("around"), topOp: op("top"), page: op("page"), size: op("size"),
 		rankOfScore: op("rank_of_score"), countInRange: op("count_in_range"), percentile: op("percentile"),
+		rangeOp: op("range"), removeByScore: op("remove_range_by_score"), removeByRank: op("remove_range_by_rank"),
+		rankIn: op("rank_in"), rankAcross: op("rank_across"), applyAcross: op("apply_across"),
 	}
 }

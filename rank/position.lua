@@ -13,25 +13,7 @@
 -- (ZRANGE i i), comparing bytes — Lua's '<' on strings follows the server's
 -- locale.
 local key, value, member = KEYS[1], ARGV[1], ARGV[2]
-local function less(a, b)
-  if a == b then return false end
-  for i = 1, math.min(#a, #b) do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
-local below = redis.call('ZCOUNT', key, '-inf', '(' .. value)
-local equal = redis.call('ZCOUNT', key, value, value)
--- lo: the first index, in ascending order, of the members at the value
--- not less than member.
-local lo, hi = below, below + equal
-while lo < hi do
-  local mid = math.floor((lo + hi) / 2)
-  if less(redis.call('ZRANGE', key, mid, mid)[1], member) then lo = mid + 1 else hi = mid end
-end
-local here = 0
-if lo < below + equal and redis.call('ZRANGE', key, lo, lo)[1] == member then here = 1 end
+local lo, here, below, equal = place(key, value, member) -- order.lua, prepended
 local size = redis.call('ZCARD', key)
 local up, down = {}, {}
 local nUp, nDown = tonumber(ARGV[3]), tonumber(ARGV[4])

@@ -56,21 +56,31 @@ func (b *Board) CountInRange(ctx context.Context, min, max int64) (_ int64, err 
 	if _, err := b.ready(ctx); err != nil {
 		return 0, err
 	}
-	if err := b.checkScore(min); err != nil {
+	lo, hi, err := b.storedRange(min, max, "count in")
+	if err != nil {
 		return 0, err
+	}
+	return b.countRange(ctx, strconv.FormatInt(lo, 10), strconv.FormatInt(hi, 10))
+}
+
+// storedRange is the stored values of the scores in [min, max], lo ≤ hi,
+// once the board's encoding is known; what names the operation in errors.
+func (b *Board) storedRange(min, max int64, what string) (lo, hi int64, err error) {
+	if err := b.checkScore(min); err != nil {
+		return 0, 0, err
 	}
 	if err := b.checkScore(max); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if min > max {
-		return 0, fmt.Errorf("%w: count in [%d, %d]: min above max", ErrInvalid, min, max)
+		return 0, 0, fmt.Errorf("%w: %s [%d, %d]: min above max", ErrInvalid, what, min, max)
 	}
-	lo, _ := b.band(min)
-	_, hi := b.band(max)
+	lo, _ = b.band(min)
+	_, hi = b.band(max)
 	if lo > hi {
 		lo, hi = hi, lo
 	}
-	return b.countRange(ctx, strconv.FormatInt(lo, 10), strconv.FormatInt(hi, 10))
+	return lo, hi, nil
 }
 
 // Percentile is the share of the board's members, in percent, whose score

@@ -146,7 +146,7 @@ func randomValue(rng *rand.Rand) int64 {
 // writes within one millisecond and scores across the whole range, ±(2^53−1)
 // included — into boards of both orders over 1, 7 and 64 shards and a
 // reference model, and checks that all agree on Top, Rank, Around and Page
-// in every Ties mode.
+// in every Ties mode, and on Range and RankIn (range_test.go).
 func TestAgainstModel(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
 		ctx := context.Background()
@@ -200,6 +200,7 @@ func TestAgainstModel(t *testing.T) {
 						what := fmt.Sprintf("round %d, order %d, ties %d", round, order, ties)
 						checkBoard(t, ctx, b, want, rng, what)
 						checkQueries(t, ctx, b, m, ties, rng, what)
+						checkRanges(t, ctx, b, want, rng, what)
 					}
 				}
 			}

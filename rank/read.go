@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -102,6 +103,11 @@ func (b *Board) home(ctx context.Context, member string) (found, error) {
 func (b *Board) Rank(ctx context.Context, member string) (_ Entry, err error) {
 	ctx, call := b.obs.rank.Start(ctx)
 	defer func() { err = call.End(err) }()
+	return b.standing(ctx, member)
+}
+
+// standing is Rank's work.
+func (b *Board) standing(ctx context.Context, member string) (Entry, error) {
 	h, err := b.home(ctx, member)
 	if err != nil {
 		return Entry{}, err
@@ -394,7 +400,7 @@ func (b *Board) Page(ctx context.Context, cursor string, n int) (_ []Entry, _ st
 		if err != nil {
 			return nil, "", err
 		}
-		below, err := b.after(ctx, last, n)
+		below, _, err := b.after(ctx, last, n, math.MinInt64)
 		if err != nil {
 			return nil, "", err
 		}
@@ -408,8 +414,13 @@ func (b *Board) Page(ctx context.Context, cursor string, n int) (_ []Entry, _ st
 }
 
 func (b *Board) encodeCursor(e Entry) string {
-	raw := strconv.FormatInt(e.value, 10) + ":" + strconv.FormatInt(e.ordinal, 10) + ":" + strconv.FormatInt(e.Rank, 10) + ":" + e.key
-	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorText(e)))
+}
+
+// cursorText is what a cursor remembers of its last entry: its place and
+// rank.
+func cursorText(e Entry) string {
+	return strconv.FormatInt(e.value, 10) + ":" + strconv.FormatInt(e.ordinal, 10) + ":" + strconv.FormatInt(e.Rank, 10) + ":" + e.key
 }
 
 func (b *Board) decodeCursor(c string) (Entry, error) {
@@ -417,7 +428,13 @@ func (b *Board) decodeCursor(c string) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("%w: %v", ErrBadCursor, err)
 	}
-	parts := strings.SplitN(string(raw), ":", 4)
+	return b.parseCursor(string(raw))
+}
+
+// parseCursor reads cursorText's form back, refusing what no entry of this
+// board could have left.
+func (b *Board) parseCursor(raw string) (Entry, error) {
+	parts := strings.SplitN(raw, ":", 4)
 	if len(parts) != 4 {
 		return Entry{}, ErrBadCursor
 	}
@@ -435,26 +452,30 @@ func (b *Board) decodeCursor(c string) (Entry, error) {
 	return e, nil
 }
 
-// after returns the n entries ranked right after e: a few of every shard's
-// nearest below it (as Top reads from the top), and more only from shards
-// whose last entry made the cut.
-func (b *Board) after(ctx context.Context, e Entry, n int) ([]Entry, error) {
+// after returns the n entries ranked right after e whose value is at least
+// floor — a few of every shard's nearest below it (as Top reads from the
+// top), and more only from shards whose last entry made the cut — and the
+// number of entries ranked before e.
+func (b *Board) after(ctx context.Context, e Entry, n int, floor int64) ([]Entry, int64, error) {
 	q := newBatch(ctx)
 	down := newSide(len(b.shards), false, e)
+	down.floor = floor
 	per := min(n, 2*n/len(b.shards)+4)
 	ps := q.probeAll(b, e, 0, per)
 	if err := q.run(b.c); err != nil {
-		return nil, fmt.Errorf("rank: page of %s: %w", b.cfg.Name, err)
+		return nil, 0, fmt.Errorf("rank: read %s below a place: %w", b.cfg.Name, err)
 	}
+	var ahead int64
 	for i, p := range ps {
+		ahead += p.ahead
 		down.take(i, p, per)
 	}
 	down.askMore(q, b, n)
 	if err := q.run(b.c); err != nil {
-		return nil, fmt.Errorf("rank: page of %s: %w", b.cfg.Name, err)
+		return nil, 0, fmt.Errorf("rank: read %s below a place: %w", b.cfg.Name, err)
 	}
 	down.collect()
-	return down.nearest(n), nil
+	return down.nearest(n), ahead, nil
 }
 
 // Size returns the number of members on the board.
