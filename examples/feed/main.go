@@ -6,6 +6,9 @@
 //	GET  /users/{id}/timeline?cursor=   → {"posts":[…],"next":"…"}
 //	GET  /users/{id}/posts?cursor=      → the profile: {"posts":[…],"next":"…"}
 //	POST /users/{id}/mute/{other}       (and /unmute/{other})
+//	POST /users/{id}/likes/{post}       a like: the author is notified through Kafka
+//	GET  /users/{id}/notifications      → {"groups":[…],"next":"…","counts":{"unseen":…,"unread":…}}
+//	POST /users/{id}/notifications/seen → the new counts (and /read)
 //
 // It first seeds a social graph (-users, default 100,000) whose follower
 // counts follow a power law (user i has about 0.9×users/(i+1) followers:
@@ -43,7 +46,9 @@ import (
 
 	"github.com/casebook-dev/casebook/devstack"
 	"github.com/casebook-dev/casebook/feed"
+	"github.com/casebook-dev/casebook/feed/notify"
 	"github.com/casebook-dev/casebook/kafka"
+	"github.com/casebook-dev/casebook/outbox"
 )
 
 func main() { devstack.Run(run) }
@@ -75,6 +80,10 @@ func run(ctx context.Context) error {
 	if err := svc.Migrate(ctx); err != nil {
 		return err
 	}
+	notes, err := notify.New(r.Client, notify.Config{Namespace: ns})
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	edges, err := seed(ctx, svc, *users)
 	if err != nil {
@@ -87,6 +96,13 @@ func run(ctx context.Context) error {
 	// consumer pushes them into inboxes.
 	topic := "feed-chunks-" + ns
 	if err := kafka.CreateTopic(k.Brokers, topic, 8); err != nil {
+		return err
+	}
+	// Notifications: a like is an activity on its own topic, applied to the
+	// author's notification groups once by its id (a repeated like, or a
+	// redelivery, changes nothing).
+	likes := "feed-likes-" + ns
+	if err := kafka.CreateTopic(k.Brokers, likes, 4); err != nil {
 		return err
 	}
 	pub, err := kafka.Dial(k.Brokers, "feed-relay")
@@ -103,18 +119,28 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	likeGroup, err := sarama.NewConsumerGroup(k.Brokers, "feed-notify-"+ns, kafka.Config("feed-notify"))
+	if err != nil {
+		return err
+	}
+	defer likeGroup.Close()
+	notifier, err := kafka.NewConsumer(likeGroup, []string{likes}, notes.Handle, kafka.ConsumerConfig{})
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if *duration > 0 {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-	done := make(chan struct{}, 3)
+	done := make(chan struct{}, 4)
 	go func() { consumer.Run(ctx); done <- struct{}{} }()
+	go func() { notifier.Run(ctx); done <- struct{}{} }()
 	go func() { relay(ctx, svc, pub, topic); done <- struct{}{} }()
 
 	srv := &http.Server{
-		Handler:           routes(svc),
+		Handler:           routes(svc, notes, pub, likes),
 		ReadHeaderTimeout: 2 * time.Second,
 		ReadTimeout:       5 * time.Second,
 		WriteTimeout:      5 * time.Second,
@@ -140,7 +166,7 @@ func run(ctx context.Context) error {
 	shut, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer stop()
 	srv.Shutdown(shut)
-	for range 3 {
+	for range 4 {
 		<-done
 	}
 	return checkErr
@@ -180,7 +206,7 @@ func seed(ctx context.Context, svc *feed.Service, n int) (int, error) {
 
 func name(i int) string { return "u" + strconv.Itoa(i) }
 
-func routes(svc *feed.Service) http.Handler {
+func routes(svc *feed.Service, notes *notify.Feed, pub *kafka.Publisher, likes string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /users/{id}/posts", func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 8<<10))
@@ -212,7 +238,65 @@ func routes(svc *feed.Service) http.Handler {
 	mux.HandleFunc("POST /users/{id}/unmute/{other}", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, map[string]any{"ok": true}, svc.Unmute(r.Context(), r.PathValue("id"), r.PathValue("other")))
 	})
+	// A like names the post; its author, read from the feed, is notified.
+	// (A service would record the like and its activity in one transaction
+	// through an outbox; the example publishes directly.)
+	mux.HandleFunc("POST /users/{id}/likes/{post}", func(w http.ResponseWriter, r *http.Request) {
+		id, err := strconv.ParseInt(r.PathValue("post"), 10, 64)
+		if err != nil {
+			reply(w, nil, fmt.Errorf("%w: post id %q", feed.ErrInvalid, r.PathValue("post")))
+			return
+		}
+		p, err := svc.Post(r.Context(), id)
+		if errors.Is(err, feed.ErrNotFound) {
+			http.Error(w, `{"error":"no such post"}`, http.StatusNotFound)
+			return
+		}
+		if err != nil {
+			reply(w, nil, err)
+			return
+		}
+		a := notify.Activity{ID: "like:" + r.PathValue("post") + ":" + r.PathValue("id"), Actor: r.PathValue("id"),
+			Verb: "like", Object: "post:" + r.PathValue("post"), Target: p.Author, Time: time.Now()}
+		v, err := notify.Encode(a)
+		if err != nil {
+			reply(w, nil, fmt.Errorf("%w: %v", feed.ErrInvalid, err))
+			return
+		}
+		err = pub.Publish(r.Context(), []outbox.Message{{Topic: likes, Key: []byte(a.Target), Value: v}})
+		reply(w, map[string]any{"ok": true}, err)
+	})
+	mux.HandleFunc("GET /users/{id}/notifications", func(w http.ResponseWriter, r *http.Request) {
+		p, err := notes.Groups(r.Context(), r.PathValue("id"), r.URL.Query().Get("cursor"), 20)
+		if err != nil {
+			reply(w, nil, notifyErr(err))
+			return
+		}
+		c, err := notes.Counts(r.Context(), r.PathValue("id"))
+		reply(w, map[string]any{"groups": p.Groups, "next": p.Next, "counts": c}, notifyErr(err))
+	})
+	mux.HandleFunc("POST /users/{id}/notifications/{mark}", func(w http.ResponseWriter, r *http.Request) {
+		mark := notes.MarkSeen
+		switch r.PathValue("mark") {
+		case "seen":
+		case "read":
+			mark = notes.MarkRead
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		c, err := mark(r.Context(), r.PathValue("id"))
+		reply(w, c, notifyErr(err))
+	})
 	return mux
+}
+
+// notifyErr maps notify's bad input onto the feed's, for reply.
+func notifyErr(err error) error {
+	if errors.Is(err, notify.ErrInvalid) {
+		return fmt.Errorf("%w: %v", feed.ErrInvalid, err)
+	}
+	return err
 }
 
 func reply(w http.ResponseWriter, v any, err error) {
@@ -275,7 +359,10 @@ func check(ctx context.Context, base string) error {
 				if code, _, _ := do("GET", "/users/checker/timeline?cursor=nonsense", ""); code != 400 {
 					return fmt.Errorf("a bad cursor gave %d, want 400", code)
 				}
-				return checkProfileAndMute(do, id)
+				if err := checkProfileAndMute(do, id); err != nil {
+					return err
+				}
+				return checkNotifications(ctx, do, id)
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -321,5 +408,47 @@ func checkProfileAndMute(do func(method, path, body string) (int, map[string]any
 		}
 	}
 	fmt.Printf("post %s is on the author's profile; muting hid it from the timeline, unmuting showed it again\n", id)
+	return nil
+}
+
+// checkNotifications: two users like u1's post (one twice); u1's
+// notifications show one group of 2 actors, unseen, and marking it seen
+// returns 0 unseen, 1 unread.
+func checkNotifications(ctx context.Context, do func(method, path, body string) (int, map[string]any, error), id string) error {
+	for _, u := range []string{"checker", "u2", "checker"} {
+		if code, _, err := do("POST", "/users/"+u+"/likes/"+id, ""); err != nil || code != 200 {
+			return fmt.Errorf("like by %s: %d %v", u, code, err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		code, page, err := do("GET", "/users/u1/notifications", "")
+		if err != nil || code != 200 {
+			return fmt.Errorf("notifications: %d %v", code, err)
+		}
+		groups, _ := page["groups"].([]any)
+		counts, _ := page["counts"].(map[string]any)
+		if len(groups) == 1 {
+			g, _ := groups[0].(map[string]any)
+			if n := fmt.Sprint(g["actor_count"]); n == "2" {
+				if u := fmt.Sprint(counts["unseen"]); u != "1" {
+					return fmt.Errorf("unseen %s with one new group, want 1", u)
+				}
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("u1's notifications: %v, want one group of 2 actors", groups)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	code, counts, err := do("POST", "/users/u1/notifications/seen", "")
+	if err != nil || code != 200 || fmt.Sprint(counts["unseen"]) != "0" || fmt.Sprint(counts["unread"]) != "1" {
+		return fmt.Errorf("mark seen: %d %v %v, want unseen 0, unread 1", code, counts, err)
+	}
+	fmt.Println("two likes (one repeated) of the post made one notification group of 2 actors; marking it seen left 0 unseen, 1 unread")
 	return nil
 }
