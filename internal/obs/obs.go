@@ -191,10 +191,6 @@ func (b *Block) Tracing() bool {
 	return b.tracers != nil || tracersInstalled.Load()
 }
 
-// idle reports whether neither metrics nor spans are wanted: one load of
-// one flag, so that Start inlines into the operation.
-func (b *Block) idle() bool { return atomic.LoadUint32(b.live) == 0 }
-
 // alwaysLive is a Block's flag when it was given a provider (never
 // written: a load of it is no race).
 var alwaysLive uint32 = 1
