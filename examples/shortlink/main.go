@@ -8,6 +8,10 @@
 // links survive a restart. Real servers: CASEBOOK_REDIS_CLUSTER or
 // CASEBOOK_REDIS_ADDR, and CASEBOOK_MYSQL_DSN (a DSN naming a database keeps
 // the links there; one naming none gets a scratch database dropped at exit).
+// Every shortlink.Config setting that changes behaviour is a flag (-h lists
+// them, with the library's defaults), e.g.
+//
+//	go run ./examples/shortlink -local-miss-filter -miss-limit 30/m -redirect 301
 package main
 
 import (
@@ -35,6 +39,7 @@ func main() {
 	base := flag.String("base", "", "public base URL of short links (default http://<addr>)")
 	sqlitePath := flag.String("sqlite", defaultSQLite(), "SQLite file, when CASEBOOK_MYSQL_DSN is not set")
 	apiKey := flag.String("api-key", os.Getenv("SHORTLINK_API_KEY"), "bearer key of the /api/ routes (default $SHORTLINK_API_KEY, else a random one, printed)")
+	cfg := configFlags(flag.CommandLine)
 	flag.Parse()
 	if *apiKey == "" {
 		*apiKey = rand.Text()
@@ -42,7 +47,8 @@ func main() {
 	if *base == "" {
 		*base = "http://" + *addr
 	}
-	devstack.Run(func(ctx context.Context) error { return run(ctx, *addr, *base, *sqlitePath, *apiKey) })
+	cfg.BaseURL, cfg.Namespace = *base, "casebook-example"
+	devstack.Run(func(ctx context.Context) error { return run(ctx, *addr, *sqlitePath, *apiKey, *cfg) })
 }
 
 func defaultSQLite() string {
@@ -53,7 +59,7 @@ func defaultSQLite() string {
 	return filepath.Join(dir, "casebook", "shortlink.db")
 }
 
-func run(ctx context.Context, addr, base, sqlitePath, apiKey string) error {
+func run(ctx context.Context, addr, sqlitePath, apiKey string, cfg shortlink.Config) error {
 	env := devstack.FromEnv()
 	r, err := env.OpenRedis(ctx, os.Stderr)
 	if err != nil {
@@ -66,7 +72,7 @@ func run(ctx context.Context, addr, base, sqlitePath, apiKey string) error {
 	}
 	defer closeDB()
 
-	svc, err := shortlink.NewService(r.Client, []*sqlx.DB{db}, shortlink.Config{BaseURL: base, Namespace: "casebook-example"})
+	svc, err := shortlink.NewService(r.Client, []*sqlx.DB{db}, cfg)
 	if err != nil {
 		return err
 	}
