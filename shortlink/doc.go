@@ -95,7 +95,8 @@
 //
 // Operations are shorten (Shorten, POST /api/links), resolve (Resolve,
 // ResolveWith), redirect (GET and HEAD /{code}), stats (Stats, GET
-// /api/links/{code}) and delete (Delete, DELETE /api/links/{code}); a
+// /api/links/{code}), delete (Delete, DELETE /api/links/{code}) and qr
+// (QRCode, GET /{code}/qr); a
 // request to the handlers counts once, as its route's operation (a redirect
 // is not also a resolve), with what it refused before the Service's method
 // included. Outcomes are ok, refused, canceled and error; a refusal's

@@ -18,6 +18,9 @@ import (
 //	                          404 unknown, 410 expired, 429 (with Retry-After) when the
 //	                          client's misses are used up — for every code, before any lookup
 //	HEAD   /{code}            the same answer, but no click counted and no visit spent
+//	GET    /{code}/qr         a QR code of the short URL: ?format=png (default) or svg,
+//	                          &size=64..1024 pixels [256]; 400 for another format or size,
+//	                          404/410/429 as for the redirect; no click counted
 //
 // clientIP extracts the rate-limit key from a request (set it when behind a
 // trusted proxy); nil, or an empty answer, uses the connection's address,
@@ -27,6 +30,7 @@ func (s *Service) RedirectHandler(clientIP func(*http.Request) string) http.Hand
 	h := s.newHandler(nil, clientIP)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{code}", h.redirect)
+	mux.HandleFunc("GET /{code}/qr", h.qr)
 	return mux
 }
 
@@ -74,6 +78,7 @@ func (s *Service) Handler(clientIP func(*http.Request) string) http.Handler {
 	h := s.newHandler(func(*http.Request) (string, bool) { return "", true }, clientIP)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{code}", h.redirect)
+	mux.HandleFunc("GET /{code}/qr", h.qr)
 	mux.HandleFunc("POST /api/links", h.create)
 	mux.HandleFunc("GET /api/links/{code}", h.stats)
 	mux.HandleFunc("DELETE /api/links/{code}", h.delete)
@@ -126,6 +131,38 @@ func (h *handler) redirect(w http.ResponseWriter, r *http.Request) {
 		h.writeRedirect(w, l)
 	}
 	call.End(err)
+}
+
+// qr serves a link's QR code. The image never changes for a code, so
+// caches may keep it an hour; whether the link still exists is asked on
+// every request that reaches the service.
+func (h *handler) qr(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if len(q["format"]) > 1 || len(q["size"]) > 1 {
+		writeError(w, fmt.Errorf("%w: format and size may be given once each", ErrInvalidOptions))
+		return
+	}
+	format, size := QRFormat(q.Get("format")), DefaultQRSize
+	if format == "" {
+		format = QRPNG
+	}
+	if v := q.Get("size"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			writeError(w, fmt.Errorf("%w: QR size %q", ErrInvalidOptions, v))
+			return
+		}
+		size = n
+	}
+	img, err := h.s.QRCode(r.Context(), r.PathValue("code"), format, size, ResolveOptions{ClientIP: h.clientIP(r)})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", map[QRFormat]string{QRPNG: "image/png", QRSVG: "image/svg+xml"}[format])
+	w.Header().Set("Cache-Control", "public, max-age=3600")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Write(img)
 }
 
 func (h *handler) writeRedirect(w http.ResponseWriter, l *Link) {

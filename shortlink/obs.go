@@ -16,8 +16,8 @@ import (
 // instruments are the Service's metrics and spans (see doc.go,
 // Observability).
 type instruments struct {
-	shorten, resolve, redirect, del, stats *obs.Op
-	lookups                                *obs.Registration
+	shorten, resolve, redirect, del, stats, qr *obs.Op
+	lookups                                    *obs.Registration
 }
 
 // The cache layers a lookup walks, and what each one answered.
@@ -94,6 +94,7 @@ func newInstruments(counts *cacheCounters, mp metric.MeterProvider, tp trace.Tra
 		redirect: b.Op("redirect", classify, read...),
 		del:      b.Op("delete", classify, "not_found", "rate_limited", "unauthorized"),
 		stats:    b.Op("stats", classify, "not_found", "rate_limited", "unauthorized"),
+		qr:       b.Op("qr", classify, append(read, "invalid")...),
 	}
 	lookups, err := b.Meter().Int64ObservableCounter("casebook.shortlink.cache.lookups", metric.WithUnit("{lookup}"),
 		metric.WithDescription("Link lookups by cache layer (local, redis, sql) and the layer's answer (hit, negative, miss, error)."))

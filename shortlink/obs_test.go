@@ -181,6 +181,8 @@ func TestMetricsAndSpans(t *testing.T) {
 	done("stats", err, shortlink.ErrNotFound, "not_found")
 	done("delete", a.Delete(ctx, codes[3]), nil, "ok")
 	done("delete", a.Delete(ctx, codes[3]), shortlink.ErrNotFound, "not_found")
+	_, err = a.QRCode(ctx, codes[1], shortlink.QRPNG, 10, shortlink.ResolveOptions{}) // refused before any lookup
+	done("qr", err, shortlink.ErrInvalidOptions, "invalid")
 
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()

@@ -178,6 +178,8 @@ type Service struct {
 	limiter  *redis_rate.Limiter
 	misses   *missFilter // nil without Config.LocalMissFilter
 	local    *ristretto.Cache[string, *cached]
+	qrMu     sync.Mutex                       // guards qrs
+	qrs      *ristretto.Cache[string, []byte] // rendered QR codes, made by the first QRCode
 	flight   singleflight.Group
 	clicks   *clickCounter
 	stats    cacheCounters
@@ -395,6 +397,11 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		}
 		s.closeErr = s.clicks.close(ctx)
 		s.local.Close()
+		s.qrMu.Lock()
+		if s.qrs != nil {
+			s.qrs.Close()
+		}
+		s.qrMu.Unlock()
 		s.obs.close()
 	})
 	return s.closeErr
