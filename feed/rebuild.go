@@ -29,26 +29,30 @@ func (s *Service) followees(ctx context.Context, reader string) ([]string, error
 	}
 }
 
-// cacheSet caches one of reader's sets ("following" or "muted") from SQL
-// (read), unless a follow, unfollow, mute or unmute moved the generation
-// meanwhile (the caller reads again).
-func (s *Service) cacheSet(ctx context.Context, reader, part string, read func(context.Context, string) ([]string, error)) error {
+// cacheSet reads one of reader's sets ("following" or "muted") from SQL
+// (read) and caches it, unless a follow, unfollow, mute or unmute moved the
+// generation meanwhile (then the next read loads it again). It returns the
+// set as read, which is current for the read that asked: it was read after
+// that read began.
+func (s *Service) cacheSet(ctx context.Context, reader, part string, read func(context.Context, string) ([]string, error)) (map[string]bool, error) {
 	gen, err := s.rdb.Get(ctx, s.userKey(reader, "gen")).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("feed: read generation: %w", err)
+		return nil, fmt.Errorf("feed: read generation: %w", err)
 	}
 	fs, err := read(ctx, reader)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	args := []any{gen, s.cfg.ActivePeriod.Milliseconds()}
+	set := make(map[string]bool, len(fs))
 	for _, f := range fs {
 		args = append(args, f)
+		set[f] = true
 	}
 	if err := followingScript.Run(ctx, s.rdb, []string{s.userKey(reader, part), s.userKey(reader, "gen")}, args...).Err(); err != nil {
-		return fmt.Errorf("feed: cache %s: %w", part, err)
+		return nil, fmt.Errorf("feed: cache %s: %w", part, err)
 	}
-	return nil
+	return set, nil
 }
 
 // rebuildInbox opens reader's inbox — from then on fan-out pushes to it —

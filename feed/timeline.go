@@ -258,26 +258,32 @@ func (s *Service) readInbox(ctx context.Context, reader string, pos position, fe
 		state, _ := res[0].(int64)
 		have, _ := res[1].(int64)
 		haveMuted, _ := res[4].(int64)
+		g := view{following: parseSet(res[3]), muted: parseSet(res[5])}
 		if state == 2 && have == 1 && haveMuted == 1 {
-			return parseInbox(res[2]), view{following: parseSet(res[3]), muted: parseSet(res[5])}, nil
+			return parseInbox(res[2]), g, nil
 		}
 		if attempt == 3 {
 			return nil, view{}, fmt.Errorf("feed: inbox of %s keeps changing while it is rebuilt", reader)
 		}
+		// A set missing from Redis is read from SQL, and that read serves
+		// this call whether or not it could be cached (a follow or mute
+		// racing the fill leaves it for the next read to cache): a reader
+		// whose sets keep changing still reads.
 		if have == 0 {
-			if err := s.cacheSet(ctx, reader, "following", s.followees); err != nil {
+			if g.following, err = s.cacheSet(ctx, reader, "following", s.followees); err != nil {
 				return nil, view{}, err
 			}
 		}
 		if haveMuted == 0 {
-			if err := s.cacheSet(ctx, reader, "muted", s.mutedBy); err != nil {
+			if g.muted, err = s.cacheSet(ctx, reader, "muted", s.mutedBy); err != nil {
 				return nil, view{}, err
 			}
 		}
-		if state != 2 {
-			if err := s.rebuildInbox(ctx, reader); err != nil {
-				return nil, view{}, err
-			}
+		if state == 2 {
+			return parseInbox(res[2]), g, nil
+		}
+		if err := s.rebuildInbox(ctx, reader); err != nil {
+			return nil, view{}, err
 		}
 	}
 }

@@ -22,7 +22,10 @@ var (
 	ErrConfig = errors.New("notify: bad config")
 	// ErrInvalid is wrapped by errors about bad input; nothing was written.
 	ErrInvalid = errors.New("notify: invalid input")
-	// ErrCursor is returned for a cursor Groups did not make.
+	// ErrCursor is returned for a cursor that is not one Groups makes
+	// (malformed, another version, a place outside 1..2^53). A well-formed
+	// cursor carries nothing secret and is not authenticated: a forged one
+	// is only another place in the user's own groups to start from.
 	ErrCursor = errors.New("notify: malformed cursor")
 	// ErrBadMessage is a wire-form activity that can never be applied; it
 	// is marked outbox.ErrPoison.
@@ -227,8 +230,8 @@ func (f *Feed) validActivity(a Activity) error {
 		return err
 	}
 	now := f.cfg.Now()
-	if a.Time.After(now.Add(MaxSkew)) || !a.Time.After(now.Add(-f.cfg.DedupeTTL)) {
-		return fmt.Errorf("%w: activity time %v is not within (now-%v, now+%v]", ErrInvalid, a.Time.UTC(), f.cfg.DedupeTTL, MaxSkew)
+	if a.Time.After(now.Add(MaxSkew)) || a.Time.Before(now.Add(-f.cfg.DedupeTTL)) {
+		return fmt.Errorf("%w: activity time %v is not within [now-%v, now+%v]", ErrInvalid, a.Time.UTC(), f.cfg.DedupeTTL, MaxSkew)
 	}
 	return nil
 }

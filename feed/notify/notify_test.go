@@ -100,7 +100,7 @@ func (m *model) user(u string) *userModel {
 
 // add applies a at now; it reports whether Add must refuse it.
 func (m *model) add(now time.Time, a notify.Activity) (refused bool) {
-	if a.Time.After(now.Add(notify.MaxSkew)) || !a.Time.After(now.Add(-m.dedupe)) {
+	if a.Time.After(now.Add(notify.MaxSkew)) || a.Time.Before(now.Add(-m.dedupe)) {
 		m.refusals++
 		return true
 	}
