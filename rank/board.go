@@ -31,7 +31,8 @@ var (
 	// MinScore..MaxScore.
 	ErrScoreRange = errors.New("rank: score out of range")
 	// ErrTimeRange is returned for a write outside the board's period
-	// (Epoch, Lifetime), when it has one.
+	// (Epoch, Lifetime), when it has one, and for a Freeze of a board
+	// whose keys have expired.
 	ErrTimeRange = errors.New("rank: time outside the board's period")
 	// ErrNotFound is returned for a member not on the board.
 	ErrNotFound = errors.New("rank: member not on the board")

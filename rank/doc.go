@@ -150,11 +150,14 @@
 // rank_of_score, count_in_range, percentile, range, remove_range_by_score,
 // remove_range_by_rank, rank_in, rank_across and apply_across (the last two
 // counted on each board, to that board's providers; a member absent from a
-// board is an ok rank_across there); refusals give a reason:
-// invalid (ErrInvalid), score_range, time_range, not_found, bad_cursor or
-// encoding_mismatch. A board's calls to its own operations (Set's Apply,
-// Page's first Top) are not counted again; TopCached's refresh counts as a
-// top, its answers from memory not at all. No attribute holds a member.
+// board is an ok rank_across there), and a Freezer's freeze, standings,
+// final_rank and relay_prizes (to the Freezer's providers; the Top and Meta
+// reads inside freeze are not counted on the board); refusals give a
+// reason: invalid (ErrInvalid), score_range, time_range, not_found,
+// bad_cursor, encoding_mismatch, not_ended or not_frozen. A board's calls
+// to its own operations (Set's Apply, Page's first Top) are not counted
+// again; TopCached's refresh counts as a top, its answers from memory not
+// at all. No attribute holds a member.
 // Cost with no provider, BenchmarkWrite before and after in one session
 // (CASEBOOK_REDIS_ADDR=127.0.0.1:6379 go test -p 1 ./rank/ -run XXX -bench
 // BenchmarkWrite -benchtime 1s, twice each, interleaved): the same
@@ -166,6 +169,32 @@
 // Staleness (1 s) by one of the concurrent readers. Periodic hands out daily,
 // weekly or monthly boards in a time zone, accepting writes during their
 // period and expiring after a retention.
+//
+// Final standings: a Freezer (NewFreezer(db, cfg), Migrate once) writes a
+// board's final top n to SQL once, when its period has ended by the
+// board's clock (ErrNotEnded before; a board with no period is frozen when
+// asked): member, score, rank in the board's Ties mode, when reached and
+// metadata, read from Redis as Top and Meta read them, then written in one
+// SQL transaction with one Prize message per member in an SQL outbox
+// (rank_prize_outbox, published by RelayPrizes, keyed by member). Exactly
+// once per board and member: the transaction first inserts the board's
+// header (rank_freeze, primary key namespace and board name), so a retry after a
+// lost commit reply, a crashed caller's successor or a racing process gets
+// a duplicate key — MySQL makes it wait on the winner's row lock until that
+// commits — and returns the stored standings (Frozen.Fresh false) instead
+// of writing; standings and prizes are unique on (namespace, board,
+// member) besides. A Freezer serves one namespace (FreezerConfig.Namespace,
+// the boards' Config.Namespace; another's board is ErrInvalid), so
+// namespaces sharing a database never see each other's freezes
+// (TestFreezeNamespaces). Frozen
+// standings never change: Standings and FinalRank read SQL only, whatever
+// is written to the board later. Cost: one Top and one Meta call, then
+// 1 + 2⌈n/500⌉ INSERTs in one transaction; a retry costs two SELECTs and
+// no Redis read. Prize delivery is at-least-once (consumers de-duplicate
+// on Prize.ID). A write accepted by a caller's clock just before the end
+// may land after the freeze read the top: freeze a moment (the clock
+// skew) after the end. A board whose keys expired (Retention) is refused
+// with ErrTimeRange rather than frozen empty.
 //
 // Redis is the record here: a failover can lose the last acknowledged writes
 // (the Redis Cluster specification says so). Feed boards from an event log you

@@ -353,6 +353,11 @@ func (b *Board) SetMeta(ctx context.Context, member, meta string) (err error) {
 func (b *Board) Meta(ctx context.Context, members ...string) (_ map[string]string, err error) {
 	ctx, call := b.obs.meta.Start(ctx)
 	defer func() { err = call.End(err) }()
+	return b.metaOf(ctx, members)
+}
+
+// metaOf is Meta's work.
+func (b *Board) metaOf(ctx context.Context, members []string) (map[string]string, error) {
 	pipe := b.c.Pipeline()
 	cmds := make([]interface{ Result() (string, error) }, len(members))
 	for i, m := range members {
