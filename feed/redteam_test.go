@@ -299,9 +299,8 @@ func TestRedTeamCursorCrossUseNoKey(t *testing.T) {
 	f := newRT(t, feed.Config{})
 	f.timeline("alice", 10)
 	f.must(f.s.Follow(f.ctx, "alice", "carol"), "follow")
-	var bobs []feed.Post
 	for i := range 6 {
-		bobs = append(bobs, f.post("bob", fmt.Sprint("b", i)))
+		f.post("bob", fmt.Sprint("b", i))
 		f.post("carol", fmt.Sprint("c", i))
 	}
 	f.fanout()
@@ -494,12 +493,10 @@ func TestRedTeamMarkerSameScore(t *testing.T) {
 	f.must(f.s.Follow(f.ctx, "alice", "bob"), "follow")
 	f.must(f.s.Follow(f.ctx, "alice", "carol"), "follow")
 	f.clk.Add(time.Millisecond)
-	var ps []feed.Post
 	for i := range 5 {
 		a := []string{"bob", "carol"}[i%2]
-		p, err := f.s.Publish(f.ctx, feed.PublishRequest{Author: a, RequestID: fmt.Sprint("s", i), Body: "x"})
+		_, err := f.s.Publish(f.ctx, feed.PublishRequest{Author: a, RequestID: fmt.Sprint("s", i), Body: "x"})
 		f.must(err, "publish")
-		ps = append(ps, p)
 	}
 	f.fanout()
 	tl := f.timeline("alice", 10)
