@@ -1,7 +1,6 @@
 package feed_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -14,105 +13,17 @@ import (
 	"github.com/casebook-dev/casebook/internal/testenv"
 )
 
-type rtFix struct {
-	t   *testing.T
-	s   *feed.Service
-	clk *testenv.Clock
-	ctx context.Context
-}
-
-func newRT(t *testing.T, cfg feed.Config) *rtFix {
+// newRT is the fixture of feed_test.go on a Redis of its own.
+func newRT(t *testing.T, cfg feed.Config) *fixture {
 	t.Helper()
-	r := testenv.NewRedis(t)
-	clk := testenv.NewClock(testenv.Now().UTC().Truncate(time.Hour))
-	cfg.Namespace, cfg.Now, cfg.TablesPerDB = r.Namespace, clk.Now, 2
-	cfg.RegistryRefresh = time.Millisecond
-	dbs := testenv.NewSQLs(t, 2)
-	s, err := feed.New(r.Client, dbs, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return &rtFix{t: t, s: s, clk: clk, ctx: ctx}
+	return newFixture(t, testenv.NewRedis(t), cfg)
 }
 
-func (f *rtFix) fanout() {
-	f.t.Helper()
-	pub := &testenv.Published{}
-	if _, err := f.s.RelayFanout(f.ctx, pub, "chunks", 100); err != nil {
-		f.t.Fatal(err)
-	}
-	for _, m := range pub.Msgs {
-		if err := f.s.HandleChunk(f.ctx, m.Key, m.Value); err != nil {
-			f.t.Fatal(err)
-		}
-	}
-}
-
-func (f *rtFix) post(author, body string) feed.Post {
-	f.t.Helper()
-	f.clk.Add(time.Millisecond)
-	p, err := f.s.Publish(f.ctx, feed.PublishRequest{Author: author, RequestID: body, Body: body})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return p
-}
-
-func (f *rtFix) must(err error, what string) {
+func (f *fixture) must(err error, what string) {
 	f.t.Helper()
 	if err != nil {
 		f.t.Fatalf("%s: %v", what, err)
 	}
-}
-
-func (f *rtFix) timeline(reader string, size int) []int64 {
-	f.t.Helper()
-	var ids []int64
-	cursor := ""
-	for range 1000 {
-		p, err := f.s.Timeline(f.ctx, reader, cursor, size)
-		if err != nil {
-			f.t.Fatalf("timeline of %s: %v", reader, err)
-		}
-		for _, post := range p.Posts {
-			ids = append(ids, post.ID)
-		}
-		if p.Next == "" {
-			return ids
-		}
-		cursor = p.Next
-	}
-	f.t.Fatal("timeline does not end")
-	return nil
-}
-
-func (f *rtFix) profile(author string, size int) []int64 {
-	f.t.Helper()
-	var ids []int64
-	cursor := ""
-	for range 1000 {
-		p, err := f.s.AuthorPosts(f.ctx, author, cursor, size)
-		if err != nil {
-			f.t.Fatalf("AuthorPosts(%s): %v", author, err)
-		}
-		for _, post := range p.Posts {
-			if post.Author != author {
-				f.t.Errorf("AuthorPosts(%s) shows post %d by %s", author, post.ID, post.Author)
-			}
-			ids = append(ids, post.ID)
-		}
-		if p.Next == "" {
-			return ids
-		}
-		cursor = p.Next
-	}
-	f.t.Fatal("profile does not end")
-	return nil
 }
 
 func rev(ps []feed.Post) []int64 {
@@ -170,7 +81,7 @@ func TestRedTeamMuteThenFollow(t *testing.T) {
 			if !slices.Contains(fs, "bob") {
 				t.Errorf("Mute removed the follow: followees %v", fs)
 			}
-			if got := f.profile("bob", 2); !slices.Equal(got, rev(bobs)) {
+			if got := f.authorPosts("bob", 2); !slices.Equal(got, rev(bobs)) {
 				t.Errorf("AuthorPosts(bob) with a mute: %v, want %v", got, rev(bobs))
 			}
 		})
@@ -353,7 +264,7 @@ func TestRedTeamAuthorPostsDeletes(t *testing.T) {
 		}
 	}
 	for _, size := range []int{1, 2, 3, 4, 5, 7, 20} {
-		if got := f.profile("bob", size); !slices.Equal(got, want) {
+		if got := f.authorPosts("bob", size); !slices.Equal(got, want) {
 			t.Errorf("profile in pages of %d: %v, want %v", size, got, want)
 		}
 	}
@@ -389,7 +300,7 @@ func TestRedTeamAuthorPostsDeletes(t *testing.T) {
 		t.Errorf("paging while publishing and deleting: %v, want %v", got, want2)
 	}
 	// a profile of nobody
-	if got := f.profile("nobody", 3); len(got) != 0 {
+	if got := f.authorPosts("nobody", 3); len(got) != 0 {
 		t.Errorf("profile of nobody: %v", got)
 	}
 }
@@ -696,29 +607,13 @@ func TestRedTeamMuteRaceMinimal(t *testing.T) {
 	f.post("bob", "b0")
 	f.fanout()
 	f.timeline("alice", 10)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := range 100 {
-			if i%2 == 0 {
-				f.s.Mute(f.ctx, "alice", "bob")
-			} else {
-				f.s.Unmute(f.ctx, "alice", "bob")
-			}
+	if fails, first := readsRacing(f, func(i int) {
+		if i%2 == 0 {
+			f.s.Mute(f.ctx, "alice", "bob")
+		} else {
+			f.s.Unmute(f.ctx, "alice", "bob")
 		}
-	}()
-	fails, first := 0, ""
-	for range 100 {
-		if _, err := f.s.Timeline(f.ctx, "alice", "", 10); err != nil {
-			if fails == 0 {
-				first = err.Error()
-			}
-			fails++
-		}
-	}
-	wg.Wait()
-	if fails > 0 {
+	}); fails > 0 {
 		t.Errorf("%d of 100 Timeline reads failed while Mute/Unmute ran; first: %s", fails, first)
 	}
 }
@@ -733,19 +628,29 @@ func TestRedTeamFollowRaceMinimal(t *testing.T) {
 	f.post("carol", "c0")
 	f.fanout()
 	f.timeline("alice", 10)
+	if fails, first := readsRacing(f, func(i int) {
+		if i%2 == 0 {
+			f.s.Follow(f.ctx, "alice", "carol")
+		} else {
+			f.s.Unfollow(f.ctx, "alice", "carol")
+		}
+	}); fails > 0 {
+		t.Errorf("%d of 100 Timeline reads failed while Follow/Unfollow ran; first: %s", fails, first)
+	}
+}
+
+// readsRacing reads alice's first page 100 times while another goroutine
+// calls change(0..99), and returns how many reads failed and the first
+// failure.
+func readsRacing(f *fixture, change func(i int)) (fails int, first string) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for i := range 100 {
-			if i%2 == 0 {
-				f.s.Follow(f.ctx, "alice", "carol")
-			} else {
-				f.s.Unfollow(f.ctx, "alice", "carol")
-			}
+			change(i)
 		}
 	}()
-	fails, first := 0, ""
 	for range 100 {
 		if _, err := f.s.Timeline(f.ctx, "alice", "", 10); err != nil {
 			if fails == 0 {
@@ -755,7 +660,5 @@ func TestRedTeamFollowRaceMinimal(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if fails > 0 {
-		t.Errorf("%d of 100 Timeline reads failed while Follow/Unfollow ran; first: %s", fails, first)
-	}
+	return fails, first
 }
