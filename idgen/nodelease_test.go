@@ -92,6 +92,16 @@ func TestNodeLeaseNeverSharedUnderRace(t *testing.T) {
 	if testing.Short() {
 		run = time.Second
 	}
+	// CASEBOOK_LEASE_RACE_IDS=10000000 keeps the race going past run until
+	// that many snowflake ids were issued (and all of them are checked).
+	var want int64
+	if v := os.Getenv("CASEBOOK_LEASE_RACE_IDS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			t.Fatalf("CASEBOOK_LEASE_RACE_IDS=%q: want a count of ids", v)
+		}
+		want = n
+	}
 	cfg := idgen.NodeLeaseConfig{Pool: "race", First: 100, Count: nodes, TTL: 300 * time.Millisecond,
 		RenewEvery: 100 * time.Millisecond, Margin: 150 * time.Millisecond, Now: testenv.Now}
 	flap := func(p *testenv.Proxy) func(stop <-chan struct{}) {
@@ -137,12 +147,13 @@ func TestNodeLeaseNeverSharedUnderRace(t *testing.T) {
 				mu      sync.Mutex
 				tenures []tenure
 				lost    atomic.Int64
+				issued  atomic.Int64
 				wg      sync.WaitGroup
 			)
 			begin := testenv.Now()
 			for range goroutines {
 				wg.Go(func() {
-					for testenv.Since(begin) < run {
+					for testenv.Since(begin) < run || issued.Load() < want {
 						l, err := idgen.LeaseNode(ctx, store, cfg)
 						if err != nil { // no free id, or the store is slow right now
 							time.Sleep(5 * time.Millisecond)
@@ -151,6 +162,7 @@ func TestNodeLeaseNeverSharedUnderRace(t *testing.T) {
 						tn := tenure{id: l.ID(), token: l.Token(), start: testenv.Now()}
 						if s, err := idgen.NewSnowflake(ctx, idgen.SnowflakeConfig{Node: l}); err == nil {
 							tn.ids = issueFor(t, s, time.Duration(50+rand.N(350))*time.Millisecond, &lost)
+							issued.Add(int64(len(tn.ids)))
 							s.Close()
 						} else if !errors.Is(err, idgen.ErrLeaseLost) {
 							t.Error(err)
