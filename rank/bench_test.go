@@ -463,3 +463,33 @@ func vsPodium(b *testing.B, ops []benchOp) {
 		})
 	}
 }
+
+// BenchmarkMigrate: one Migrate of a 100,000-member packed board of 8
+// shards (filled outside the timer), nothing else writing. It reports the
+// time per member and the longest step, the most one step (a ZSCAN and
+// one copy script call of Chunk entries) took — about how long it holds
+// its shard.
+func BenchmarkMigrate(b *testing.B) {
+	ctx := context.Background()
+	r := testenv.NewRedis(b)
+	r.NeedsServer(b, "a 100,000-member board")
+	const n = 100_000
+	var longest time.Duration
+	for i := range b.N {
+		b.StopTimer()
+		f := fillPacked(b, r, "bench-migrate-"+strconv.Itoa(i), 8, n, 0)
+		board := f.board(b, testenv.Now)
+		b.StartTimer()
+		last := testenv.Now()
+		err := board.Migrate(ctx, rank.MigrateOptions{Step: func(int, int, bool) {
+			now := testenv.Now()
+			longest = max(longest, now.Sub(last))
+			last = now
+		}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/member")
+	b.ReportMetric(float64(longest.Microseconds())/1000, "ms/longest-step")
+}

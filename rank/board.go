@@ -49,6 +49,12 @@ var (
 	// ErrInvalid is wrapped by the errors of bad arguments (a member name,
 	// a request id, a size or a range out of bounds); nothing changed.
 	ErrInvalid = errors.New("rank: invalid argument")
+	// ErrMigrating is returned when a Migrate stopped while switching the
+	// board's shards to the new encoding, leaving some in each: nothing can
+	// be read or written until Migrate is run again, which finishes the
+	// switch first. Operations that meet a switch in progress wait for it
+	// (up to about a second) instead.
+	ErrMigrating = errors.New("rank: board is switching encodings")
 )
 
 // Order says which scores rank first.
@@ -155,6 +161,7 @@ type Board struct {
 	ties    []string // member → prefix hashes, one per shard
 	meta    []string // metadata hash keys, one per shard
 	encoded []string // encoding record keys, one per shard
+	mig     []migrationKeys
 	space   keys.Space
 	tags    []string
 	sign    int64 // 1 for Descending, -1 for Ascending: stored value = sign × score
@@ -240,6 +247,11 @@ func New(c redis.UniversalClient, cfg Config) (*Board, error) {
 		b.ties = append(b.ties, b.space.Key(tag, "ties"))
 		b.meta = append(b.meta, b.space.Key(tag, "meta"))
 		b.encoded = append(b.encoded, b.space.Key(tag, "encoding"))
+		b.mig = append(b.mig, migrationKeys{
+			state: b.space.Key(tag, "migrate"),
+			rank:  b.space.Key(tag, "migrate", "rank"),
+			ties:  b.space.Key(tag, "migrate", "ties"),
+		})
 	}
 	return b, nil
 }
@@ -271,30 +283,27 @@ func newPacking(cfg Config) (packing, error) {
 // this Board's configuration can decode it); a new board gets
 // cfg.Encoding, EncodingMember by default. Write scripts check the record
 // again, so a Board that raced another one configured otherwise is refused
-// too.
+// too. A board whose shards are part packed, part member is being switched
+// by Migrate: ready waits for the switch to end, up to switchWait, then
+// returns ErrMigrating.
 func (b *Board) ready(ctx context.Context) (Encoding, error) {
 	if l := Encoding(b.layout.Load()); l != EncodingAuto {
 		return l, nil
 	}
-	pipe := b.c.Pipeline()
-	cmds := make([]*redis.StringCmd, len(b.encoded))
-	for i, k := range b.encoded {
-		cmds[i] = pipe.Get(ctx, k)
+	stored, err := b.recorded(ctx)
+	for wait := time.Millisecond; err == nil && stored == mixedRecords; wait *= 2 {
+		if wait > switchWait {
+			return 0, fmt.Errorf("%w: %s has shards in both encodings: run Migrate to finish", ErrMigrating, b.cfg.Name)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(wait):
+		}
+		stored, err = b.recorded(ctx)
 	}
-	pipe.Exec(ctx)
-	stored := ""
-	for _, cmd := range cmds {
-		s, err := cmd.Result()
-		if isNil(err) {
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("rank: read encoding of %s: %w", b.cfg.Name, err)
-		}
-		if stored != "" && s != stored {
-			return 0, fmt.Errorf("%w: board %s has shards written as %q and as %q", ErrEncodingMismatch, b.cfg.Name, stored, s)
-		}
-		stored = s
+	if err != nil {
+		return 0, err
 	}
 	l := b.cfg.Encoding
 	switch {
@@ -313,6 +322,71 @@ func (b *Board) ready(ctx context.Context) (Encoding, error) {
 	}
 	b.layout.Store(int32(l))
 	return l, nil
+}
+
+// switchWait bounds how long an operation waits for a Migrate's switch, one
+// pipelined script call per shard, to end.
+const switchWait = time.Second
+
+// mixedRecords is what recorded returns for a board whose shards record
+// this Board's packed encoding and its member one: a Migrate's switch.
+const mixedRecords = "\x00mixed"
+
+// recorded reads every shard's encoding record and returns the one they
+// share ("" when none has any), or mixedRecords.
+func (b *Board) recorded(ctx context.Context) (string, error) {
+	pipe := b.c.Pipeline()
+	cmds := make([]*redis.StringCmd, len(b.encoded))
+	for i, k := range b.encoded {
+		cmds[i] = pipe.Get(ctx, k)
+	}
+	pipe.Exec(ctx)
+	stored := ""
+	for _, cmd := range cmds {
+		s, err := cmd.Result()
+		if isNil(err) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("rank: read encoding of %s: %w", b.cfg.Name, err)
+		}
+		if stored != "" && s != stored {
+			if b.packed.id != "" && (stored == b.packed.id && s == b.memberID || stored == b.memberID && s == b.packed.id) {
+				return mixedRecords, nil
+			}
+			return "", fmt.Errorf("%w: board %s has shards written as %q and as %q", ErrEncodingMismatch, b.cfg.Name, stored, s)
+		}
+		stored = s
+	}
+	return stored, nil
+}
+
+// settled runs read in the board's encoding. On a packed board it then
+// reads the shards' records again: if a Migrate switched any of them
+// meanwhile, what read saw may have been decoded in the wrong encoding, so
+// it runs again in the new one. A record is switched in the same atomic
+// step as its shard's entries, so a record still packed after the read
+// means the read saw packed entries. Packed boards pay this one more round
+// trip per read; EncodingMember boards, which no Migrate changes, nothing.
+func (b *Board) settled(ctx context.Context, read func(l Encoding) error) error {
+	for {
+		l, err := b.ready(ctx)
+		if err != nil {
+			return err
+		}
+		err = read(l)
+		if l != EncodingPacked {
+			return err
+		}
+		stored, rerr := b.recorded(ctx)
+		if rerr != nil {
+			return rerr
+		}
+		if stored == "" || stored == b.packed.id {
+			return err
+		}
+		b.layout.CompareAndSwap(int32(EncodingPacked), int32(EncodingAuto))
+	}
 }
 
 // MaxScore is the largest score the board accepts: 2^53−1, or a packed
@@ -394,6 +468,11 @@ func (b *Board) prefix(t time.Time) string {
 	ns := t.UnixNano()
 	res := int64(b.cfg.Resolution)
 	ns -= ((ns % res) + res) % res
+	return prefixOf(ns)
+}
+
+// prefixOf is the tie-break prefix of the instant ns.
+func prefixOf(ns int64) string {
 	var p [prefixLen]byte
 	binary.BigEndian.PutUint64(p[:], uint64(ns)^(1<<63-1))
 	return string(p[:])
@@ -415,20 +494,25 @@ type Entry struct {
 func (b *Board) decode(key string, score float64) (Entry, bool) {
 	v := int64(score)
 	if b.isPacked() {
-		tick := b.packed.span - 1 - uint64(v)%b.packed.span
-		return Entry{
-			Member: key,
-			Score:  int64(uint64(v) / b.packed.span),
-			At:     b.cfg.Epoch.Add(time.Duration(tick) * b.cfg.Resolution),
-			value:  v,
-			key:    key,
-		}, true
+		return b.decodePacked(key, v), true
 	}
 	if len(key) <= prefixLen {
 		return Entry{}, false
 	}
 	ns := int64(binary.BigEndian.Uint64([]byte(key[:prefixLen])) ^ (1<<63 - 1))
 	return Entry{Member: key[prefixLen:], Score: b.sign * v, At: time.Unix(0, ns), value: v, key: key}, true
+}
+
+// decodePacked makes the entry of a packed board's member and value.
+func (b *Board) decodePacked(key string, v int64) Entry {
+	tick := b.packed.span - 1 - uint64(v)%b.packed.span
+	return Entry{
+		Member: key,
+		Score:  int64(uint64(v) / b.packed.span),
+		At:     b.cfg.Epoch.Add(time.Duration(tick) * b.cfg.Resolution),
+		value:  v,
+		key:    key,
+	}
 }
 
 // before reports whether a ranks above b: greater stored value, then, as in

@@ -58,10 +58,16 @@ func (b *Board) RankIn(ctx context.Context, members []string) (_ []Standing, err
 			return nil, err
 		}
 	}
-	l, err := b.ready(ctx)
-	if err != nil {
-		return nil, err
-	}
+	var out []Standing
+	err = b.settled(ctx, func(l Encoding) (err error) {
+		out, err = b.rankIn(ctx, l, members)
+		return err
+	})
+	return out, err
+}
+
+// rankIn is RankIn's work, in encoding l.
+func (b *Board) rankIn(ctx context.Context, l Encoding, members []string) ([]Standing, error) {
 	found, err := b.lookupAll(ctx, l, members)
 	if err != nil || len(found) == 0 {
 		return nil, err

@@ -14,7 +14,7 @@ type instruments struct {
 	score, rank, around, topOp, page, size,
 	rankOfScore, countInRange, percentile,
 	rangeOp, removeByScore, removeByRank, rankIn, rankAcross, applyAcross,
-	freeze, standings, finalRank, relayPrizes *obs.Op
+	migrate, freeze, standings, finalRank, relayPrizes *obs.Op
 }
 
 // reasons are the refusals, as the metrics name them.
@@ -25,6 +25,7 @@ var reasons = []obs.Reason{
 	{Err: ErrNotFound, Name: "not_found"},
 	{Err: ErrBadCursor, Name: "bad_cursor"},
 	{Err: ErrEncodingMismatch, Name: "encoding_mismatch"},
+	{Err: ErrMigrating, Name: "migrating"},
 	{Err: ErrNotEnded, Name: "not_ended"},
 	{Err: ErrNotFrozen, Name: "not_frozen"},
 }
@@ -40,6 +41,6 @@ func newInstruments(mp metric.MeterProvider, tp trace.TracerProvider) *instrumen
 		rankOfScore: op("rank_of_score"), countInRange: op("count_in_range"), percentile: op("percentile"),
 		rangeOp: op("range"), removeByScore: op("remove_range_by_score"), removeByRank: op("remove_range_by_rank"),
 		rankIn: op("rank_in"), rankAcross: op("rank_across"), applyAcross: op("apply_across"),
-		freeze: op("freeze"), standings: op("standings"), finalRank: op("final_rank"), relayPrizes: op("relay_prizes"),
+		migrate: op("migrate"), freeze: op("freeze"), standings: op("standings"), finalRank: op("final_rank"), relayPrizes: op("relay_prizes"),
 	}
 }

@@ -33,18 +33,19 @@ func (b *Board) checkScore(score int64) error {
 func (b *Board) RankOfScore(ctx context.Context, score int64) (_ int64, err error) {
 	ctx, call := b.obs.rankOfScore.Start(ctx)
 	defer func() { err = call.End(err) }()
-	if _, err := b.ready(ctx); err != nil {
-		return 0, err
-	}
-	if err := b.checkScore(score); err != nil {
-		return 0, err
-	}
-	_, hi := b.band(score)
-	if b.cfg.Ties == Dense {
-		n, err := b.distinctAbove(ctx, hi)
-		return 1 + n, err
-	}
-	n, err := b.countAbove(ctx, hi)
+	var n int64
+	err = b.settled(ctx, func(Encoding) (err error) {
+		if err := b.checkScore(score); err != nil {
+			return err
+		}
+		_, hi := b.band(score)
+		if b.cfg.Ties == Dense {
+			n, err = b.distinctAbove(ctx, hi)
+		} else {
+			n, err = b.countAbove(ctx, hi)
+		}
+		return err
+	})
 	return 1 + n, err
 }
 
@@ -53,14 +54,16 @@ func (b *Board) RankOfScore(ctx context.Context, score int64) (_ int64, err erro
 func (b *Board) CountInRange(ctx context.Context, min, max int64) (_ int64, err error) {
 	ctx, call := b.obs.countInRange.Start(ctx)
 	defer func() { err = call.End(err) }()
-	if _, err := b.ready(ctx); err != nil {
-		return 0, err
-	}
-	lo, hi, err := b.storedRange(min, max, "count in")
-	if err != nil {
-		return 0, err
-	}
-	return b.countRange(ctx, strconv.FormatInt(lo, 10), strconv.FormatInt(hi, 10))
+	var n int64
+	err = b.settled(ctx, func(Encoding) error {
+		lo, hi, err := b.storedRange(min, max, "count in")
+		if err != nil {
+			return err
+		}
+		n, err = b.countRange(ctx, strconv.FormatInt(lo, 10), strconv.FormatInt(hi, 10))
+		return err
+	})
+	return n, err
 }
 
 // storedRange is the stored values of the scores in [min, max], lo ≤ hi,
@@ -90,6 +93,16 @@ func (b *Board) storedRange(min, max int64, what string) (lo, hi int64, err erro
 func (b *Board) Percentile(ctx context.Context, member string) (_ float64, err error) {
 	ctx, call := b.obs.percentile.Start(ctx)
 	defer func() { err = call.End(err) }()
+	var p float64
+	err = b.settled(ctx, func(Encoding) (err error) {
+		p, err = b.percentile(ctx, member)
+		return err
+	})
+	return p, err
+}
+
+// percentile is Percentile's work, in the encoding read last.
+func (b *Board) percentile(ctx context.Context, member string) (float64, error) {
 	h, err := b.home(ctx, member)
 	if err != nil {
 		return 0, err

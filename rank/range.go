@@ -41,9 +41,17 @@ func (b *Board) Range(ctx context.Context, minScore, maxScore int64, cursor stri
 	if n < 1 || n > 1000 {
 		return nil, "", fmt.Errorf("%w: range page size %d is outside 1..1000", ErrInvalid, n)
 	}
-	if _, err := b.ready(ctx); err != nil {
-		return nil, "", err
-	}
+	var page []Entry
+	var next string
+	err = b.settled(ctx, func(Encoding) (err error) {
+		page, next, err = b.scoreRange(ctx, minScore, maxScore, cursor, n)
+		return err
+	})
+	return page, next, err
+}
+
+// scoreRange is Range's work, in the encoding read last.
+func (b *Board) scoreRange(ctx context.Context, minScore, maxScore int64, cursor string, n int) ([]Entry, string, error) {
 	lo, hi, err := b.storedRange(minScore, maxScore, "range")
 	if err != nil {
 		return nil, "", err
@@ -178,29 +186,45 @@ func (b *Board) RemoveRangeByRank(ctx context.Context, start, stop int64) (_ int
 // Redis' ascending order, both included; a bound with key "" stands for
 // every member at its value.
 func (b *Board) removeBetween(ctx context.Context, l Encoding, low, high Entry) (int64, error) {
-	skip := prefixLen
-	if l == EncodingPacked {
-		skip = 0
-	}
-	calls := make([]luascript.Call, len(b.shards))
-	for i := range b.shards {
-		calls[i] = luascript.Call{
-			Script: removeRangeScript,
-			Keys:   []string{b.shards[i], b.ties[i], b.meta[i]},
-			Args:   []any{low.value, low.key, high.value, high.key, skip},
-		}
-	}
-	cmds, err := luascript.RunAll(ctx, b.c, calls)
-	if err != nil {
-		return 0, fmt.Errorf("rank: remove range from %s: %w", b.cfg.Name, err)
-	}
+	shards := allShards(len(b.shards))
 	var n int64
-	for _, cmd := range cmds {
-		k, err := cmd.Int64()
-		if err != nil {
-			return 0, fmt.Errorf("rank: remove range from %s: %w", b.cfg.Name, err)
+	for len(shards) > 0 {
+		skip, id := prefixLen, b.memberID
+		if l == EncodingPacked {
+			skip, id = 0, b.packed.id
 		}
-		n += k
+		calls := make([]luascript.Call, len(shards))
+		for j, i := range shards {
+			m := b.mig[i]
+			calls[j] = luascript.Call{
+				Script: removeRangeScript,
+				Keys:   []string{b.shards[i], b.ties[i], b.meta[i], b.encoded[i], m.rank, m.ties},
+				Args:   []any{low.value, low.key, high.value, high.key, skip, id},
+			}
+		}
+		cmds, _ := luascript.RunAll(ctx, b.c, calls)
+		var stale []int
+		for j, cmd := range cmds {
+			k, err := cmd.Int64()
+			switch {
+			case isMismatch(err) && l == EncodingPacked:
+				stale = append(stale, shards[j]) // switched by Migrate: nothing removed there yet
+			case isMismatch(err):
+				return 0, fmt.Errorf("%w: %v", ErrEncodingMismatch, err)
+			case err != nil:
+				return 0, fmt.Errorf("rank: remove range from %s: %w", b.cfg.Name, err)
+			}
+			n += k
+		}
+		if len(stale) > 0 {
+			var err error
+			if l, err = b.switched(ctx); err != nil {
+				return n, err
+			}
+			// The same bounds, as Migrate converted the entries.
+			low, high = b.asMember(low), b.asMember(high)
+		}
+		shards = stale
 	}
 	return n, nil
 }

@@ -30,7 +30,11 @@ func msTime(ms int64) time.Time { return time.UnixMilli(ms) }
 func (b *Board) Score(ctx context.Context, member string) (_ Entry, err error) {
 	ctx, call := b.obs.score.Start(ctx)
 	defer func() { err = call.End(err) }()
-	h, err := b.home(ctx, member)
+	var h found
+	err = b.settled(ctx, func(Encoding) (err error) {
+		h, err = b.home(ctx, member)
+		return err
+	})
 	return h.e, err
 }
 
@@ -107,7 +111,16 @@ func (b *Board) Rank(ctx context.Context, member string) (_ Entry, err error) {
 }
 
 // standing is Rank's work.
-func (b *Board) standing(ctx context.Context, member string) (Entry, error) {
+func (b *Board) standing(ctx context.Context, member string) (e Entry, err error) {
+	err = b.settled(ctx, func(Encoding) (err error) {
+		e, err = b.standingAsRead(ctx, member)
+		return err
+	})
+	return e, err
+}
+
+// standingAsRead is standing in the encoding read last.
+func (b *Board) standingAsRead(ctx context.Context, member string) (Entry, error) {
 	h, err := b.home(ctx, member)
 	if err != nil {
 		return Entry{}, err
@@ -218,6 +231,16 @@ func (b *Board) Around(ctx context.Context, member string, k int) (_ []Entry, er
 	if k < 0 || k > 1000 {
 		return nil, fmt.Errorf("%w: around %d is outside 0..1000", ErrInvalid, k)
 	}
+	var out []Entry
+	err = b.settled(ctx, func(Encoding) (err error) {
+		out, err = b.around(ctx, member, k)
+		return err
+	})
+	return out, err
+}
+
+// around is Around's work, in the encoding read last.
+func (b *Board) around(ctx context.Context, member string, k int) ([]Entry, error) {
 	h, err := b.home(ctx, member)
 	if err != nil {
 		return nil, err
@@ -317,16 +340,22 @@ func (b *Board) Top(ctx context.Context, n int) (_ []Entry, err error) {
 	return b.top(ctx, n)
 }
 
-func (b *Board) top(ctx context.Context, n int) ([]Entry, error) {
+func (b *Board) top(ctx context.Context, n int) (out []Entry, err error) {
 	if n < 0 || n > 10000 {
 		return nil, fmt.Errorf("%w: top %d is outside 0..10000", ErrInvalid, n)
 	}
 	if n == 0 {
 		return nil, nil
 	}
-	if _, err := b.ready(ctx); err != nil {
-		return nil, err
-	}
+	err = b.settled(ctx, func(Encoding) (err error) {
+		out, err = b.topAsRead(ctx, n)
+		return err
+	})
+	return out, err
+}
+
+// topAsRead is top in the encoding read last.
+func (b *Board) topAsRead(ctx context.Context, n int) ([]Entry, error) {
 	per := n
 	if len(b.shards) > 1 {
 		per = min(n, 2*n/len(b.shards)+4)
@@ -393,19 +422,18 @@ func (b *Board) Page(ctx context.Context, cursor string, n int) (_ []Entry, _ st
 		}
 		page = top
 	} else {
-		if _, err := b.ready(ctx); err != nil {
-			return nil, "", err
-		}
-		last, err := b.decodeCursor(cursor)
+		var last Entry
+		err := b.settled(ctx, func(Encoding) (err error) {
+			if last, err = b.decodeCursor(cursor); err != nil {
+				return err
+			}
+			page, _, err = b.after(ctx, last, n, math.MinInt64)
+			return err
+		})
 		if err != nil {
 			return nil, "", err
 		}
-		below, _, err := b.after(ctx, last, n, math.MinInt64)
-		if err != nil {
-			return nil, "", err
-		}
-		b.numberAfter(last, below)
-		page = below
+		b.numberAfter(last, page)
 	}
 	if len(page) < n {
 		return page, "", nil

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +25,9 @@ var (
 	//go:embed remove_member.lua
 	removeMemberLua    string
 	removeMemberScript = redis.NewScript(removeMemberLua)
+	//go:embed remove_packed.lua
+	removePackedLua    string
+	removePackedScript = redis.NewScript(removePackedLua)
 )
 
 // Mode says how an Update combines with the member's current score.
@@ -84,7 +89,13 @@ func (b *Board) Best(ctx context.Context, member string, score int64) (_ int64, 
 }
 
 func (b *Board) one(ctx context.Context, u Update) (int64, error) {
-	scores, err := b.apply(ctx, newRequestID(), false, []Update{u})
+	// A call with no Increment leaves no reply, so its request key is
+	// never touched: it needs no fresh id.
+	id := "-"
+	if u.Mode == Increment {
+		id = newRequestID()
+	}
+	scores, err := b.apply(ctx, id, false, []Update{u})
 	if err != nil {
 		return 0, err
 	}
@@ -151,90 +162,164 @@ func (b *Board) apply(ctx context.Context, requestID string, replay bool, update
 			return nil, err
 		}
 	}
-	// Group by shard, keeping each update's position for the answer.
-	type pending struct {
-		args []any
-		pos  []int
-		adds bool // whether the call holds an Increment
+	w := writing{b: b, now: now, requestID: requestID, replay: replay, updates: updates}
+	scores := make([]int64, len(updates))
+	var rejected []int
+	calls := w.group()
+	for {
+		cmds := runCalls(ctx, b.c, w.calls(l, calls))
+		var stale []shardCall
+		for i, cmd := range cmds {
+			err := cmd.Err()
+			if isMismatch(err) && l == EncodingPacked {
+				// A Migrate switched the shard: nothing was applied there.
+				stale = append(stale, calls[i])
+				continue
+			}
+			if isMismatch(err) {
+				return nil, fmt.Errorf("%w: %v", ErrEncodingMismatch, err)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("rank: write %s: %w", b.cfg.Name, err)
+			}
+			vals, err := cmd.Slice()
+			if err != nil || len(vals) != len(calls[i].pos) {
+				return nil, fmt.Errorf("rank: write %s: unexpected reply %v: %v", b.cfg.Name, cmd.Val(), err)
+			}
+			for j, v := range vals {
+				score, ok, err := b.writeReply(l, v)
+				if err != nil {
+					return nil, fmt.Errorf("rank: write %s: %w", b.cfg.Name, err)
+				}
+				scores[calls[i].pos[j]] = score
+				if !ok {
+					rejected = append(rejected, calls[i].pos[j])
+				}
+			}
+		}
+		if len(stale) == 0 {
+			break
+		}
+		// Send the refused calls again, in the new encoding and in their
+		// order: a shard's switch is one atomic step, so once one of its
+		// calls was refused, its later ones were too.
+		if l, err = b.switched(ctx); err != nil {
+			return nil, err
+		}
+		calls = stale
 	}
+	if len(rejected) > 0 {
+		slices.Sort(rejected)
+		return scores, &RejectedError{Updates: rejected, Of: len(updates)}
+	}
+	return scores, nil
+}
+
+// runCalls runs calls as luascript.RunAll does, and a single one as one
+// EVALSHA rather than a pipeline of one, which costs the client more.
+func runCalls(ctx context.Context, c redis.UniversalClient, calls []luascript.Call) []*redis.Cmd {
+	if len(calls) == 1 {
+		return []*redis.Cmd{calls[0].Script.Run(ctx, c, calls[0].Keys, calls[0].Args...)}
+	}
+	cmds, _ := luascript.RunAll(ctx, c, calls)
+	return cmds
+}
+
+// switched re-reads the encoding of a packed board that a script found
+// switched by Migrate; it is EncodingMember, or the board is refused.
+func (b *Board) switched(ctx context.Context) (Encoding, error) {
+	b.layout.CompareAndSwap(int32(EncodingPacked), int32(EncodingAuto))
+	l, err := b.ready(ctx)
+	if err == nil && l != EncodingMember {
+		err = fmt.Errorf("%w: %s changed encoding during the call", ErrEncodingMismatch, b.cfg.Name)
+	}
+	return l, err
+}
+
+func isMismatch(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "rank: encoding mismatch")
+}
+
+// writing is one Apply's updates on their way to the shards.
+type writing struct {
+	b         *Board
+	now       time.Time
+	requestID string
+	replay    bool
+	updates   []Update
+}
+
+// shardCall is the updates one script call carries to one shard.
+type shardCall struct {
+	shard int
+	seq   int   // the call's number among the request's calls to the shard
+	pos   []int // the updates' positions in the Apply
+	adds  bool  // whether it holds an Increment
+}
+
+// group splits the updates by shard, in order, chunk at most per call.
+func (w *writing) group() []shardCall {
+	open := map[int]int{} // shard → its call being filled
+	sent := map[int]int{} // calls per shard so far
+	var out []shardCall
+	for i, u := range w.updates {
+		s := w.b.shardOf(u.Member)
+		j, ok := open[s]
+		if !ok {
+			j = len(out)
+			open[s] = j
+			out = append(out, shardCall{shard: s, seq: sent[s]})
+			sent[s]++
+		}
+		out[j].pos = append(out[j].pos, i)
+		out[j].adds = out[j].adds || u.Mode == Increment
+		if len(out[j].pos) == chunk {
+			delete(open, s)
+		}
+	}
+	return out
+}
+
+// calls are the script calls of cs in encoding l.
+func (w *writing) calls(l Encoding, cs []shardCall) []luascript.Call {
+	b := w.b
 	var head []any
 	script, keep := writeMemberScript, 4 // keep: the replay window's place in head
 	if l == EncodingPacked {
 		script, keep = writeScript, 5
-		head = []any{b.packed.span, b.packed.maxScore, b.rest(now), b.packed.expireMs, b.packed.id, int64(0)}
+		tick := w.now.Sub(b.cfg.Epoch) / b.cfg.Resolution
+		copied := prefixOf(b.cfg.Epoch.Add(tick * b.cfg.Resolution).UnixNano())
+		head = []any{b.packed.span, b.packed.maxScore, b.rest(w.now), b.packed.expireMs, b.packed.id, int64(0), copied}
 	} else {
-		head = []any{int64(maxScore), b.prefix(now), b.expireMs, b.memberID, int64(0)}
+		head = []any{int64(maxScore), b.prefix(w.now), b.expireMs, b.memberID, int64(0)}
 	}
-	byShard := map[int]*pending{}
-	sent := map[int]int{} // script calls per shard so far
-	var calls []luascript.Call
-	var positions [][]int
-	flush := func(shard int, p *pending) {
+	out := make([]luascript.Call, len(cs))
+	for i, c := range cs {
+		args := append(make([]any, 0, len(head)+3*len(c.pos)), head...)
+		if w.replay || c.adds {
+			args[keep] = ReplayWindow.Milliseconds()
+		}
+		for _, p := range c.pos {
+			u := w.updates[p]
+			v := u.Value
+			if l == EncodingMember {
+				v *= b.sign
+			}
+			args = append(args, string(u.Mode), u.Member, v)
+		}
 		// Each of a request's calls to a shard (one per chunk, in update
 		// order) has a request key of its own.
-		req := b.space.Key(b.tags[shard], "req", requestID, strconv.Itoa(sent[shard]))
-		sent[shard]++
-		if replay || p.adds {
-			p.args[keep] = ReplayWindow.Milliseconds()
-		}
-		ks := []string{b.shards[shard], b.encoded[shard], req}
+		req := b.space.Key(b.tags[c.shard], "req", w.requestID, strconv.Itoa(c.seq))
+		ks := []string{b.shards[c.shard], b.encoded[c.shard], req}
 		if l == EncodingMember {
-			ks = append(ks, b.ties[shard])
+			ks = append(ks, b.ties[c.shard])
+		} else {
+			m := b.mig[c.shard]
+			ks = append(ks, m.state, m.rank, m.ties)
 		}
-		calls = append(calls, luascript.Call{Script: script, Keys: ks, Args: p.args})
-		positions = append(positions, p.pos)
+		out[i] = luascript.Call{Script: script, Keys: ks, Args: args}
 	}
-	for i, u := range updates {
-		s := b.shardOf(u.Member)
-		p := byShard[s]
-		if p == nil {
-			p = &pending{args: append([]any(nil), head...)}
-			byShard[s] = p
-		}
-		v := u.Value
-		if l == EncodingMember {
-			v *= b.sign
-		}
-		p.args = append(p.args, string(u.Mode), u.Member, v)
-		p.pos = append(p.pos, i)
-		p.adds = p.adds || u.Mode == Increment
-		if len(p.pos) == chunk {
-			flush(s, p)
-			delete(byShard, s)
-		}
-	}
-	for s, p := range byShard {
-		flush(s, p)
-	}
-	cmds, err := luascript.RunAll(ctx, b.c, calls)
-	if err != nil && strings.Contains(err.Error(), "rank: encoding mismatch") {
-		return nil, fmt.Errorf("%w: %v", ErrEncodingMismatch, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("rank: write %s: %w", b.cfg.Name, err)
-	}
-	scores := make([]int64, len(updates))
-	var rejected []int
-	for i, cmd := range cmds {
-		vals, err := cmd.Slice()
-		if err != nil || len(vals) != len(positions[i]) {
-			return nil, fmt.Errorf("rank: write %s: unexpected reply %v: %v", b.cfg.Name, cmd.Val(), err)
-		}
-		for j, v := range vals {
-			score, ok, err := b.writeReply(l, v)
-			if err != nil {
-				return nil, fmt.Errorf("rank: write %s: %w", b.cfg.Name, err)
-			}
-			scores[positions[i][j]] = score
-			if !ok {
-				rejected = append(rejected, positions[i][j])
-			}
-		}
-	}
-	if len(rejected) > 0 {
-		return scores, &RejectedError{Updates: rejected, Of: len(updates)}
-	}
-	return scores, nil
+	return out
 }
 
 // writeReply decodes one update's reply: the score after it, and whether it
@@ -305,31 +390,51 @@ func (b *Board) Remove(ctx context.Context, members ...string) (err error) {
 	if err != nil {
 		return err
 	}
-	if l == EncodingPacked {
-		pipe := b.c.Pipeline()
-		for _, m := range members {
-			s := b.shardOf(m)
-			pipe.ZRem(ctx, b.shards[s], m)
-			pipe.HDel(ctx, b.meta[s], m)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return fmt.Errorf("rank: remove from %s: %w", b.cfg.Name, err)
-		}
-		return nil
-	}
 	byShard := map[int][]any{}
 	for _, m := range members {
 		s := b.shardOf(m)
 		byShard[s] = append(byShard[s], m)
 	}
-	var calls []luascript.Call
-	for s, names := range byShard {
-		calls = append(calls, luascript.Call{Script: removeMemberScript, Keys: []string{b.shards[s], b.ties[s], b.meta[s]}, Args: names})
-	}
-	if _, err := luascript.RunAll(ctx, b.c, calls); err != nil {
-		return fmt.Errorf("rank: remove from %s: %w", b.cfg.Name, err)
+	shards := slices.Sorted(maps.Keys(byShard))
+	for len(shards) > 0 {
+		calls := make([]luascript.Call, len(shards))
+		for i, s := range shards {
+			calls[i] = b.removeCall(l, s, byShard[s])
+		}
+		cmds, _ := luascript.RunAll(ctx, b.c, calls)
+		var stale []int
+		for i, cmd := range cmds {
+			err := cmd.Err()
+			switch {
+			case isMismatch(err) && l == EncodingPacked:
+				stale = append(stale, shards[i]) // switched by Migrate: remove there as EncodingMember
+			case isMismatch(err):
+				return fmt.Errorf("%w: %v", ErrEncodingMismatch, err)
+			case err != nil:
+				return fmt.Errorf("rank: remove from %s: %w", b.cfg.Name, err)
+			}
+		}
+		if len(stale) > 0 {
+			if l, err = b.switched(ctx); err != nil {
+				return err
+			}
+		}
+		shards = stale
 	}
 	return nil
+}
+
+// removeCall is the script call that removes names from shard s.
+func (b *Board) removeCall(l Encoding, s int, names []any) luascript.Call {
+	if l == EncodingPacked {
+		m := b.mig[s]
+		return luascript.Call{
+			Script: removePackedScript,
+			Keys:   []string{b.shards[s], b.meta[s], b.encoded[s], m.rank, m.ties},
+			Args:   append([]any{b.packed.id}, names...),
+		}
+	}
+	return luascript.Call{Script: removeMemberScript, Keys: []string{b.shards[s], b.ties[s], b.meta[s]}, Args: names}
 }
 
 // SetMeta stores a small opaque value (a display name, an avatar URL) beside

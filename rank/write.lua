@@ -10,8 +10,15 @@
 --         score whoever got there first (smaller tick) sorts higher
 -- ARGV[4] absolute expiry in ms for the keys, 0 for none
 -- ARGV[5] the writer's encoding (epoch, lifetime, resolution)
+-- KEYS[4] the shard's migration state (a hash): while it exists a Migrate
+--         is copying the shard into KEYS[5] and KEYS[6], and every change
+--         written here is written there too, as EncodingMember
+-- KEYS[5] the copy's sorted set (score, prefix .. member)
+-- KEYS[6] the copy's ties hash (member -> prefix)
 -- ARGV[6] how long the request key is kept, ms; 0: no request key
--- ARGV[7..] triples: mode ('s' set, 'a' add, 'b' keep best), member, value
+-- ARGV[7] the copy's prefix for this call's time: Epoch + tick, exactly,
+--         as Migrate converts a stored value
+-- ARGV[8..] triples: mode ('s' set, 'a' add, 'b' keep best), member, value
 -- Returns one integer per triple: the member's score after its update, or
 -- -1 - its unchanged score (0 when absent) when the update would leave
 -- 0..ARGV[2] (that update is not applied); an error when the shard was
@@ -38,14 +45,14 @@ local maxScore = tonumber(ARGV[2])
 local rest = tonumber(ARGV[3])
 
 local members = {}
-for i = 7, #ARGV, 3 do members[#members + 1] = ARGV[i + 1] end
+for i = 8, #ARGV, 3 do members[#members + 1] = ARGV[i + 1] end
 local stored = redis.call('ZMSCORE', KEYS[1], unpack(members))
 
 local cur, known = {}, {}   -- running score per member (nil: absent)
 local changed, order = {}, {}
 local out = {}
 for n = 1, #members do
-  local i = 7 + (n - 1) * 3
+  local i = 8 + (n - 1) * 3
   local mode, member, value = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   if not known[member] then
     known[member] = true
@@ -76,6 +83,25 @@ if #order > 0 then
     args[#args + 1] = member
   end
   redis.call('ZADD', KEYS[1], unpack(args))
+  if redis.call('EXISTS', KEYS[4]) == 1 then
+    local prefix = ARGV[7]
+    local olds = redis.call('HMGET', KEYS[6], unpack(order))
+    local gone, add, ties = {}, {}, {}
+    for n, member in ipairs(order) do
+      if olds[n] and olds[n] ~= prefix then gone[#gone + 1] = olds[n] .. member end
+      add[#add + 1] = string.format('%.0f', cur[member])
+      add[#add + 1] = prefix .. member
+      ties[#ties + 1] = member
+      ties[#ties + 1] = prefix
+    end
+    if #gone > 0 then redis.call('ZREM', KEYS[5], unpack(gone)) end
+    redis.call('ZADD', KEYS[5], unpack(add))
+    redis.call('HSET', KEYS[6], unpack(ties))
+    if tonumber(ARGV[4]) > 0 then
+      redis.call('PEXPIREAT', KEYS[5], ARGV[4])
+      redis.call('PEXPIREAT', KEYS[6], ARGV[4])
+    end
+  end
 end
 if tonumber(ARGV[4]) > 0 then
   redis.call('PEXPIREAT', KEYS[1], ARGV[4])
