@@ -56,9 +56,7 @@ func benchSale(b *testing.B, r *testenv.Redis, cfg Config) *Sale {
 
 // rawBuy is what decide sends to the buy script for buyer i alone.
 func rawBuy(sl *Sale, i int64) ([]string, []any) {
-	keys := append(sl.bucketKeys(0, "stock", "quota", "res", "due", "outbox"), sl.recent(0), sl.key(0, "version"), sl.key(0, "fence"))
-	k := strconv.FormatInt(i, 10)
-	return keys, []any{sl.c.Limit, sl.s.deadline(), sl.c.ID, 0, 1, sl.recentTTL(), i, "r" + k, 1}
+	return sl.buyCall(0, i, []request{{user: "r" + strconv.FormatInt(i, 10), qty: 1}})
 }
 
 func decisionsPerSec(b *testing.B, start time.Time, n int) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -151,17 +152,7 @@ func (sl *Sale) decide(ctx context.Context, bucket int, reqs []request) (decisio
 }
 
 func (sl *Sale) decideOnce(ctx context.Context, bucket int, n int64, reqs []request) (string, error) {
-	only := 0
-	if sl.c.Buckets == 1 {
-		only = 1
-	}
-	args := make([]any, 0, 7+2*len(reqs))
-	args = append(args, sl.c.Limit, sl.s.deadline(), sl.c.ID, bucket, only, sl.recentTTL(), n)
-	for _, r := range reqs {
-		args = append(args, r.user, r.qty)
-	}
-	keys := sl.bucketKeys(bucket, "stock", "quota", "res", "due", "outbox")
-	keys = append(keys, sl.recent(bucket), sl.key(bucket, "version"), sl.key(bucket, "fence"))
+	keys, args := sl.buyCall(bucket, n, reqs)
 	cmd, err := sl.s.runDecision(ctx, buyScript, keys, args...)
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return "", fmt.Errorf("seckill: buy on %s/%d: %w", sl.c.ID, bucket, err)
@@ -170,6 +161,69 @@ func (sl *Sale) decideOnce(ctx context.Context, bucket int, n int64, reqs []requ
 		return out, err
 	}
 	return "", fmt.Errorf("seckill: buy on %s/%d: %q answers %d buyers", sl.c.ID, bucket, cmd.Val(), len(reqs))
+}
+
+// buyCall is the keys and arguments of buy.lua for batch n of reqs on
+// bucket b.
+func (sl *Sale) buyCall(b int, n int64, reqs []request) ([]string, []any) {
+	only := 0
+	if sl.c.Buckets == 1 {
+		only = 1
+	}
+	deadline := sl.s.deadline()
+	rec, msg := sl.allReserved(b, n, deadline, reqs)
+	args := make([]any, 0, 9+2*len(reqs))
+	args = append(args, sl.c.Limit, deadline, sl.c.ID, b, only, sl.recentTTL(), n, rec, msg)
+	for _, r := range reqs {
+		args = append(args, r.user, r.qty)
+	}
+	keys := sl.bucketKeys(b, "stock", "quota", "res", "due", "outbox")
+	keys = append(keys, sl.recent(b), sl.key(b, "version"), sl.key(b, "fence"))
+	return keys, args
+}
+
+// allReserved returns the record (see parseRecord) and the order message
+// (see OrderMessage) that batch n of reqs on bucket b gets if every buyer in
+// it is reserved. buy.lua writes them as they are in that case, the usual
+// one under load, and otherwise cuts its reservations' slices out of them:
+// it builds no string per buyer.
+func (sl *Sale) allReserved(b int, n int64, deadline int64, reqs []request) (rec, msg []byte) {
+	id := sl.id(b, n, 0)
+	size := 0
+	for _, r := range reqs {
+		size += len(r.user)
+	}
+	rec = make([]byte, 0, 4+size+12*len(reqs))
+	msg = make([]byte, 0, 40+len(sl.c.ID)+size+(len(id)+56)*len(reqs))
+	rec = strconv.AppendInt(rec, int64(b), 10)
+	msg = append(msg, `{"v":1,"campaign":"`...)
+	msg = append(msg, sl.c.ID...)
+	msg = append(msg, `","orders":[`...)
+	for i, r := range reqs {
+		rec = append(rec, ';')
+		rec = strconv.AppendInt(rec, int64(i), 10)
+		rec = append(rec, '=')
+		rec = append(rec, r.user...)
+		rec = append(rec, ',')
+		rec = strconv.AppendInt(rec, r.qty, 10)
+		if i > 0 {
+			msg = append(msg, ',')
+		}
+		msg = append(msg, `{"id":"`...)
+		msg = append(msg, id...)
+		if i > 0 {
+			msg = append(msg, '.')
+			msg = strconv.AppendInt(msg, int64(i), 10)
+		}
+		msg = append(msg, `","user":"`...)
+		msg = append(msg, r.user...)
+		msg = append(msg, `","qty":`...)
+		msg = strconv.AppendInt(msg, r.qty, 10)
+		msg = append(msg, `,"pay_by":`...)
+		msg = strconv.AppendInt(msg, deadline, 10)
+		msg = append(msg, '}')
+	}
+	return rec, append(msg, "]}"...)
 }
 
 func (s *Service) deadline() int64 { return s.cfg.Now().Add(s.cfg.PayTimeout).UnixMilli() }

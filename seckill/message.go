@@ -15,7 +15,8 @@ const OrderVersion = 1
 // An order message is what the relay publishes for one decided batch: its
 // key is "<campaign>-<bucket>" — a hot campaign's orders spread over as many
 // partitions as it has buckets, so that as many consumers write them — and
-// its value JSON of format version 1, written by the buy scripts:
+// its value JSON of format version 1, written by the buy scripts (buy.lua
+// writes the caller's string, or slices of it: see allReserved):
 //
 //	{"v":1,"campaign":"double11","orders":[
 //	  {"id":"double11-3-1867162712440455168","user":"alice","qty":1,"pay_by":1794528900000},

@@ -167,7 +167,8 @@ func (s *Service) reservation(ctx context.Context, id string) (*Sale, resID, err
 
 // A batch's record, the value of its field in the bucket's reservations
 // hash, is "<home>" then ";<slot>=<user>,<qty>" for each of its open
-// reservations (buy.lua writes it, close.lua removes slots).
+// reservations (buy.lua writes it, or slices of it, as allReserved builds
+// it; close.lua removes slots).
 type slotRecord struct {
 	slot int
 	user string
