@@ -166,21 +166,58 @@ local function add(ki, s, item, v)
   if hm then redis.call('ZINCRBY', hm, scaled(v, wm), item) end
 end
 
--- admitted says which of items (increments vals × f) may change key: when
--- key is full (keep items), an absent item whose increment is below its
--- lowest score would be trimmed at once, so it is not written at all — the
--- same end state for much less work when most items are a long tail. Nil:
--- all of them.
-local function admitted(key, items, vals, f)
+-- scores reads key's current scores of items (false for an absent one),
+-- one ZMSCORE per thousand.
+local function scores(key, items)
+  local old = {}
+  for a = 1, #items, 1000 do
+    local b = math.min(a + 999, #items)
+    local got = redis.call('ZMSCORE', key, unpack(items, a, b))
+    for k = a, b do old[k] = got[k - a + 1] end
+  end
+  return old
+end
+
+-- addAll adds vals[k] × f to items[k] in key for every k that ok admits
+-- (nil: all), old being key's current scores of items (nil: read them),
+-- with one ZADD per thousand items instead of a ZINCRBY each: the new score
+-- is the current one (ZMSCORE's reply holds it exactly, as '%.17g') plus
+-- the increment, the same double ZINCRBY computes; an absent item's is the
+-- increment, its text as sent when f is 1 (string.format costs more than
+-- the ZADD). Items are distinct within a call (the aggregator sums each
+-- item's increments), so no ZADD member is given twice.
+local function addAll(key, items, vals, f, ok, old)
+  old = old or scores(key, items)
+  for a = 1, #items, 1000 do
+    local out = {}
+    for k = a, math.min(a + 999, #items) do
+      if not ok or ok[k] then
+        local o = old[k]
+        if o then
+          out[#out + 1] = fmt(tonumber(o) + tonumber(vals[k]) * f)
+        elseif f == 1 then
+          out[#out + 1] = vals[k]
+        else
+          out[#out + 1] = fmt(tonumber(vals[k]) * f)
+        end
+        out[#out + 1] = items[k]
+      end
+    end
+    if #out > 0 then redis.call('ZADD', key, unpack(out)) end
+  end
+end
+
+-- admitted says which of items (increments vals × f) may change key, old
+-- being their current scores: when key is full (keep items), an absent
+-- item whose increment is below its lowest score would be trimmed at once,
+-- so it is not written at all — the same end state for much less work when
+-- most items are a long tail. Nil: all of them.
+local function admitted(key, items, vals, f, old)
   if redis.call('ZCARD', key) < keep then return nil end
   local floor = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
   local ok = {}
-  for a = 1, #items, 1000 do
-    local b = math.min(a + 999, #items)
-    local old = redis.call('ZMSCORE', key, unpack(items, a, b))
-    for k = a, b do
-      ok[k] = old[k - a + 1] and true or tonumber(vals[k]) * f >= floor
-    end
+  for k = 1, #items do
+    ok[k] = old[k] and true or tonumber(vals[k]) * f >= floor
   end
   return ok
 end
@@ -190,45 +227,27 @@ i = i + 1
 for _ = 1, ngroups do
   local ki, s, n = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local hk = ki == 0 and heat(cur) or KEYS[ki]
-  if (ki > 0 or (fcur == 1 and not mig)) and redis.call('ZCARD', hk) + n <= keep then
-    -- The common case, kept tight: nothing to scale or skip.
-    local hc, wc, hm, wm
-    if ki > 0 then
-      touched[ki] = s
-      hc, wc, hm, wm = windowsOf(s)
-    end
-    for k = i + 3, i + 1 + 2 * n, 2 do
-      local item, v = ARGV[k], ARGV[k + 1]
-      redis.call('ZINCRBY', hk, v, item)
-      if hc then redis.call('ZINCRBY', hc, scaled(v, wc), item) end
-      if hm then redis.call('ZINCRBY', hm, scaled(v, wm), item) end
-    end
-    i = i + 3 + 2 * n
-  else
-    local items, vals = {}, {}
-    for k = 1, n do
-      items[k] = ARGV[i + 1 + 2 * k]
-      vals[k] = ARGV[i + 2 + 2 * k]
-    end
-    i = i + 3 + 2 * n
-    -- Decay: the rescale copy takes the set's decisions, so that it stays
-    -- the set times the landmark factor. Window: so do the heat sets, so
-    -- that they stay the weighted sums of the slot sets.
-    local f, h1, f1, h2, f2 = fcur, nil, nil, mig and heat(mig), fmig
-    if ki > 0 then
-      touched[ki] = s
-      f = 1
-      h1, f1, h2, f2 = windowsOf(s)
-    end
-    local ok = admitted(hk, items, vals, f)
-    for k = 1, n do
-      if not ok or ok[k] then
-        redis.call('ZINCRBY', hk, scaled(vals[k], f), items[k])
-        if h1 then redis.call('ZINCRBY', h1, scaled(vals[k], f1), items[k]) end
-        if h2 then redis.call('ZINCRBY', h2, scaled(vals[k], f2), items[k]) end
-      end
-    end
+  local items, vals = {}, {}
+  for k = 1, n do
+    items[k] = ARGV[i + 1 + 2 * k]
+    vals[k] = ARGV[i + 2 + 2 * k]
   end
+  i = i + 3 + 2 * n
+  -- Decay: the rescale copy takes the set's decisions, so that it stays
+  -- the set times the landmark factor. Window: so do the heat sets, so
+  -- that they stay the weighted sums of the slot sets.
+  local f, h1, f1, h2, f2 = fcur, nil, nil, mig and heat(mig), fmig
+  if ki > 0 then
+    touched[ki] = s
+    f = 1
+    h1, f1, h2, f2 = windowsOf(s)
+  end
+  local old = scores(hk, items)
+  local ok = nil
+  if redis.call('ZCARD', hk) + n > keep then ok = admitted(hk, items, vals, f, old) end
+  addAll(hk, items, vals, f, ok, old)
+  if h1 then addAll(h1, items, vals, f1, ok) end
+  if h2 then addAll(h2, items, vals, f2, ok) end
 end
 local nlikes = tonumber(ARGV[i])
 i = i + 1
