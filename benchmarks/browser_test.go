@@ -117,6 +117,9 @@ func TestHTMLReportInBrowser(t *testing.T) {
 		return r.width > 100 && r.height > 100 && p && p.getTotalLength() > 10;
 	}).length`)
 	points := eval(`document.querySelectorAll("svg.chart circle").length`)
+	if n := eval(`document.querySelectorAll("#summary tr").length`); n < 3 {
+		t.Errorf("summary table has %d rows, want a header, the leaderboard and the total", n)
+	}
 	rows := eval(`document.querySelectorAll("#measurements tr").length`)
 	if err := chromedp.Do(ctx, chromedp.Sleep(200*time.Millisecond)); err != nil { // for late errors: a deferred script, a lazy fetch
 		t.Fatal(err)

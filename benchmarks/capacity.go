@@ -28,6 +28,10 @@ type Figure struct {
 	Seed float64 `json:"seed,omitempty"`
 	// AtLeast marks a seed figure stated as a lower bound ("> 400亿 rows").
 	AtLeast bool `json:"at_least,omitempty"`
+	// NotSized says why a load (Unit "/s") has no sizing of its own; an
+	// average's is implied (its load is sized at the peak), and a figure a
+	// sizing answers (Sizing.Answers) needs none.
+	NotSized string `json:"not_sized,omitempty"`
 }
 
 // tolerance is how far a computed figure may sit from the seed's rounded one
@@ -60,6 +64,9 @@ type Sizing struct {
 	What        string  `json:"what"`        // "peak resolves/s"
 	Peak        float64 `json:"peak"`        // per second
 	Measurement string  `json:"measurement"` // a measurement name, see measurements.go
+	// Answers names the scenario's figure (Figure.Name) this load is, the
+	// seed's figure when the seed gives one.
+	Answers string `json:"answers"`
 }
 
 // Replication is how many replicas each primary of a backend has.

@@ -43,10 +43,11 @@ func TestScenarioArithmetic(t *testing.T) {
 		},
 		"flash sale": {"gateway": 1e6, "to the service": 1e5, "winners": 5000},
 		"red packet": {
-			"grab rows per day": 37.77e9,
-			"rows per day":      12 * 3.777e9,       // 45.3e9
-			"storage per day":   12 * 3.777e9 * 100, // 4.53 TB — the seed says 40 TB
-			"avg grabs":         37.77e9 / 86400,    // 437k
+			"grab rows per day":   37.77e9,
+			"rows per day":        12 * 3.777e9,       // 45.3e9
+			"storage per day":     12 * 3.777e9 * 100, // 4.53 TB — the seed says 40 TB
+			"avg grabs":           37.77e9 / 86400,    // 437k
+			"peak grabs (stated)": 760e3,
 		},
 		"feed": {
 			"peak posts":            3 * 250e6 / 86400, // 8680.6
@@ -58,6 +59,8 @@ func TestScenarioArithmetic(t *testing.T) {
 			"peak orders":                       6 * 500e3 / 86400, // 34.7 — the seed says 350
 			"SKU cache":                         5e6 * 200,
 			"sale requests stopped at the gate": 20e3 * 0.99, // 19,800
+			"sale purchases decided":            20e3 * 0.01, // 200
+			"sale orders written":               2e3,
 		},
 	}
 	for _, s := range Scenarios() {
@@ -142,5 +145,57 @@ func TestSizeFor(t *testing.T) {
 			got.Replicas != c.want.Replicas || got.Machines != c.want.Machines {
 			t.Errorf("SizeFor(%g, %g, %g, %d) = %+v, %v; want %+v, %v", c.peak, c.perNode, c.u, c.replicas, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+// Every load a scenario computes (a figure per second) is either answered
+// by a sizing, which names it, or says why it has none; and every sizing
+// names a figure of its own scenario.
+func TestEveryLoadSizedOrExplained(t *testing.T) {
+	plan := makePlan(Scenarios(), nil, 0.6, nil)
+	for _, s := range plan.Scenarios {
+		names := map[string]bool{}
+		for _, f := range s.Figures {
+			names[f.Name] = true
+			if f.Unit == "/s" && len(f.SizedBy) == 0 && f.NotSized == "" {
+				t.Errorf("%s: the load %q (%.0f/s) has no sizing and no reason", s.Name, f.Name, f.Value)
+			}
+			if len(f.SizedBy) > 0 && f.NotSized != "" {
+				t.Errorf("%s: %q is sized by %v and says it is not: %s", s.Name, f.Name, f.SizedBy, f.NotSized)
+			}
+		}
+		for _, z := range s.Sizings {
+			if !names[z.Answers] {
+				t.Errorf("%s: sizing %q answers %q, which is not one of its figures", s.Name, z.What, z.Answers)
+			}
+		}
+	}
+}
+
+// A scenario's loads on one tier share its machines: 0.6 and 0.7 of a
+// Redis primary are 2 primaries (not 1 + 1), with their replicas; the
+// binding tier is the fullest per primary.
+func TestSummaryTotalsByTier(t *testing.T) {
+	sized := func(what string, tier Tier, exact float64) PlanSizing {
+		size, _ := SizeFor(exact, 1, 1, 1)
+		if tier == TierApp {
+			size, _ = SizeFor(exact, 1, 1, 0)
+		}
+		return PlanSizing{Sizing: Sizing{What: what, Measurement: "m." + what}, Tier: tier, Size: &size}
+	}
+	got := summariseScenarios([]PlanScenario{{Name: "s", Replication: Replication{Redis: 1, MySQL: 1}, Sizings: []PlanSizing{
+		sized("a", TierRedis, 0.6), sized("b", TierRedis, 0.7), sized("c", TierApp, 0.2), sized("d", TierMySQL, 2.9),
+		{Sizing: Sizing{What: "e", Measurement: "m.e"}, Note: "not sized: nothing measured"},
+	}}})
+	if len(got) != 1 {
+		t.Fatalf("%+v", got)
+	}
+	s := got[0]
+	if s.tierText(TierRedis) != "2 + 2" || s.tierText(TierMySQL) != "3 + 3" || s.tierText(TierApp) != "1" || s.Machines != 11 || s.Unsized != 1 {
+		t.Errorf("tiers %q %q %q, machines %d, unsized %d; want 2 + 2, 3 + 3, 1, 11, 1", s.tierText(TierRedis), s.tierText(TierMySQL), s.tierText(TierApp), s.Machines, s.Unsized)
+	}
+	// MySQL is 2.9 of 3 primaries, fuller than Redis' 1.3 of 2.
+	if s.Binding != "d (m.d)" || s.headroomText() != "3%" {
+		t.Errorf("binding %q, headroom %s; want d (m.d), 3%%", s.Binding, s.headroomText())
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -65,7 +67,7 @@ func sweepAll(ctx context.Context, env *Env, ms []Measurement, d time.Duration, 
 				return out
 			}
 			i++
-			p.start(i, n, fmt.Sprintf("%s at %d %s", s.Name, x, s.Axis))
+			p.start(i, n, s.Name+" at "+countOf(x, s.Axis))
 			r := t.measure(x)
 			p.done(r)
 			s.Points = append(s.Points, r)
@@ -203,7 +205,7 @@ func sweepCharts(s Sweep) (throughput, latency chart) {
 	rate.Name, p50.Name, p99.Name = "per second", "p50", "p99"
 	for i, r := range s.Points {
 		x := math.Log2(float64(s.Xs[i]))
-		throughput.XTicks = append(throughput.XTicks, tick{x, commas(float64(s.Xs[i]))})
+		throughput.XTicks = append(throughput.XTicks, tick{x, intText(s.Xs[i])})
 		if r.Err != "" {
 			continue
 		}
@@ -217,4 +219,21 @@ func sweepCharts(s Sweep) (throughput, latency chart) {
 	throughput.Series = []series{rate}
 	latency.Series = []series{p50, p99}
 	return throughput, latency
+}
+
+// intText prints a count as an integer, with thousands separators: an axis
+// of workers reads 1, 4, 16, 64.
+func intText(n int) string {
+	if n < 1000 && n > -1000 {
+		return strconv.Itoa(n)
+	}
+	return commas(float64(n))
+}
+
+// countOf is n of a plural noun: "1 worker", "16 workers".
+func countOf(n int, plural string) string {
+	if n == 1 {
+		plural = strings.TrimSuffix(plural, "s")
+	}
+	return intText(n) + " " + plural
 }

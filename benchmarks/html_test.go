@@ -38,6 +38,23 @@ func TestHTMLReport(t *testing.T) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
+	// The summary and the machine come first, before any detail.
+	summary, machine, details := strings.Index(html, `id="summary"`), strings.Index(html, `id="machine"`), strings.Index(html, `id="measurements"`)
+	if summary < 0 || machine < summary || details < machine {
+		t.Errorf("page does not open with the summary, then the machine (at %d, %d; measurements at %d)", summary, machine, details)
+	}
+	if !strings.Contains(html, "<td>leaderboard</td>") || !strings.Contains(html, "peak score writes/s (rank.add)") {
+		t.Errorf("summary lacks the leaderboard's row and its binding load")
+	}
+	// Worker counts are integers on the sweep's axis.
+	for _, tick := range []string{">1<", ">4<", ">16<", ">64<"} {
+		if !strings.Contains(html, tick) {
+			t.Errorf("sweep axis lacks the tick %s", tick)
+		}
+	}
+	if strings.Contains(html, ">1.00<") || strings.Contains(html, ">16.0<") {
+		t.Errorf("sweep axis prints worker counts as decimals")
+	}
 	if n := strings.Count(html, `<svg class="chart"`); n != 2+2+2 {
 		t.Errorf("%d charts, want 2 distributions + 2 for the rank.add sweep + 2 for rank.top by shards", n)
 	}

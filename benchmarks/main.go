@@ -155,6 +155,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "benchmarks: wrote the reference profile %s (%d measurements)\n", *writeRef, len(results))
 	}
 	plan := makePlan(scenarios, results, *utilisation, ref)
+	m := env.machine(ctx)
+	plan.Machine = &m
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

@@ -56,9 +56,10 @@ type Prepared struct {
 	// Footprint, when set, samples after the run what it stored (see
 	// withFootprint); may be nil.
 	Footprint func(ctx context.Context) (Footprint, error)
-	// ServerCPU, when set, reads the CPU time the server has spent so far
-	// (for Redis, its main threads' user + sys); Run then also reports the
-	// units per second of that time (Result.ServerPerSec). May be nil.
+	// ServerCPU, when set, reads the CPU time the server has spent so far;
+	// Run then also reports the units per second of that time
+	// (Result.ServerPerSec). When nil, Run reads the server of the
+	// measurement's tier (see servercpu.go).
 	ServerCPU func(ctx context.Context) (time.Duration, error)
 }
 
@@ -75,6 +76,9 @@ type Result struct {
 	// what this machine served with the clients beside the server. Absent
 	// unless the measurement reads the server's CPU time.
 	ServerPerSec float64 `json:"server_per_sec,omitempty"`
+	// ServerCPU says how the server's CPU time was read, or why it could
+	// not be (then the sizing uses PerSec); empty for in-process work.
+	ServerCPU string `json:"server_cpu,omitempty"`
 	// Workers is the concurrency it ran under; Batch the units one op does.
 	Workers int `json:"workers"`
 	Batch   int `json:"batch,omitempty"`
@@ -276,14 +280,20 @@ func (m Measurement) Run(ctx context.Context, env *Env, d time.Duration, workers
 	if p.Batch > 1 {
 		res.Batch = p.Batch
 	}
+	if p.ServerCPU == nil {
+		p.ServerCPU, res.ServerCPU = env.serverCPUOf(ctx, m.Tier)
+	}
 	var hist *hdrhistogram.Histogram
 	cpu := serverCPU(ctx, p)
 	start := time.Now()
 	res.PerSec, hist, err = rate(ctx, d, p.Workers, p.Op, progress)
 	elapsed := time.Since(start)
 	res.PerSec *= float64(max(p.Batch, 1))
-	if busy := cpu(); busy > 0 {
+	switch busy := cpu(); {
+	case busy >= minServerCPU:
 		res.ServerPerSec = res.PerSec * elapsed.Seconds() / busy.Seconds()
+	case p.ServerCPU != nil && err == nil:
+		res.ServerCPU = fmt.Sprintf("server CPU too small to size by (%v spent, under %v): run longer", busy, minServerCPU)
 	}
 	res.Latency, res.Distribution = summarise(hist), distribution(hist)
 	if err != nil {
@@ -299,6 +309,11 @@ func (m Measurement) Run(ctx context.Context, env *Env, d time.Duration, workers
 	}
 	return res
 }
+
+// minServerCPU is the least server CPU time a run must show for its
+// operations per server core to be read from it: /proc counts in 10 ms
+// ticks.
+const minServerCPU = 100 * time.Millisecond
 
 // serverCPU starts reading p's server CPU time: the function it returns
 // gives the time spent since, or 0 where it cannot tell.

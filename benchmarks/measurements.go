@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,7 +29,9 @@ func measurements() []Measurement {
 		shortCodes(),
 		shardRoutes(),
 		withBaseline(withFootprint(rankAdd(), zsetMembers), "redis.set"),
+		withBaseline(rankRank(), "redis.set"),
 		withBaseline(withFootprint(signinSign(), userYears), "redis.set"),
+		withBaseline(signinRead(), "redis.set"),
 		withBaseline(seckillBuy("seckill.buy", false), "redis.set"),
 		withBaseline(seckillBuy("seckill.buy.batched", true), "seckill.buy"),
 		shortlinkResolve("shortlink.resolve", "resolves (in-process cache hit)", "local"),
@@ -62,6 +65,33 @@ func rankAdd() Measurement {
 	})
 }
 
+// rankRank is one Board.Rank per call (a member's global rank and score,
+// one script) on a board of 10,000 members, four callers: the Redis side
+// of a board view, whose top of the board comes from the in-process cache.
+func rankRank() Measurement {
+	return onRedis("rank.rank", "own-rank reads (10k members)", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
+		board, err := rank.New(r.Client, rank.Config{Name: "bench", Namespace: ns})
+		if err != nil {
+			return nil, err
+		}
+		const members = 10_000
+		for i := range members / 500 {
+			batch := make([]rank.Update, 500)
+			for j := range batch {
+				batch[j] = rank.Update{Member: "m" + strconv.Itoa(i*500+j), Mode: rank.Replace, Value: int64((i*500 + j) * 7919 % 100_000)}
+			}
+			if _, err := board.Apply(ctx, batch); err != nil {
+				return nil, err
+			}
+		}
+		var n atomic.Uint64
+		return func() error {
+			_, err := board.Rank(ctx, "m"+strconv.FormatUint(n.Add(1)%members, 10))
+			return err
+		}, nil
+	})
+}
+
 // signinSign is one Sign per call (bit, streak and reward outbox in one
 // script), each a new user-day, four callers.
 func signinSign() Measurement {
@@ -70,11 +100,60 @@ func signinSign() Measurement {
 		if err != nil {
 			return nil, err
 		}
-		at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+		at := signinDay()
 		var n atomic.Int64
 		return func() error {
 			i := n.Add(1)
 			_, err := s.Sign(ctx, "u"+strconv.FormatInt(i%100000, 10), at.AddDate(0, 0, int(i/100000)))
+			return err
+		}, nil
+	})
+}
+
+// signinDay is the first day the sign-in measurements write: noon UTC on
+// January 1st of this year, so that a run's days stay in this year's keys
+// (a year whose keys have expired refuses sign-ins).
+func signinDay() time.Time {
+	return time.Date(time.Now().UTC().Year(), 1, 1, 12, 0, 0, 0, time.UTC)
+}
+
+// signinRead is one month's calendar per call (History over 31 days, one
+// read) of 2,000 users who each signed 11 of those days, four callers.
+func signinRead() Measurement {
+	return onRedis("signin.read", "calendar reads (a month each)", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
+		s, err := signin.New(r.Client, signin.Config{Namespace: ns})
+		if err != nil {
+			return nil, err
+		}
+		const users = 2_000
+		first := signinDay()
+		pipe := make(chan error, 64)
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for u := w; u < users; u += 8 {
+					for d := 0; d < 31; d += 3 {
+						if _, err := s.Sign(ctx, "u"+strconv.Itoa(u), first.AddDate(0, 0, d)); err != nil {
+							select {
+							case pipe <- err:
+							default:
+							}
+							return
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		select {
+		case err := <-pipe:
+			return nil, err
+		default:
+		}
+		from, to := signin.DateOf(first, time.UTC), signin.DateOf(first.AddDate(0, 0, 30), time.UTC)
+		var n atomic.Uint64
+		return func() error {
+			_, err := s.History(ctx, "u"+strconv.FormatUint(n.Add(1)%users, 10), from, to)
 			return err
 		}, nil
 	})

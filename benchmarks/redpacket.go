@@ -55,10 +55,8 @@ const (
 // where the opens per second of the run are bounded by the clients sharing
 // the machine.
 func redpacketOpenBatched() Measurement {
-	var rdb redis.UniversalClient
 	m := onRedis("redpacket.grab.batched", fmt.Sprintf("opens (OpenMany: %d calls of %d, pipelined)", batchedCalls, redpacket.OpensPerCall), 4,
 		func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
-			rdb = r.Client
 			svc, ids, err := benchPackets(ctx, env, r, ns, batchedPackets)
 			if err != nil {
 				return nil, err
@@ -82,16 +80,16 @@ func redpacketOpenBatched() Measurement {
 	m.Setup = func(ctx context.Context, env *Env) (Prepared, error) {
 		p, err := setup(ctx, env)
 		p.Batch = batchedCalls * redpacket.OpensPerCall
-		p.ServerCPU = func(ctx context.Context) (time.Duration, error) { return redisCPU(ctx, rdb) }
 		return p, err
 	}
 	return m
 }
 
-// redisCPU is the CPU time (user + sys) the main threads of rdb's
-// primaries have spent, from INFO cpu.
-func redisCPU(ctx context.Context, rdb redis.UniversalClient) (time.Duration, error) {
+// redisPrimariesCPU is the CPU time (user + sys) the main threads of
+// rdb's primaries have spent, from INFO cpu, and how many primaries it read.
+func redisPrimariesCPU(ctx context.Context, rdb redis.UniversalClient) (time.Duration, int, error) {
 	var mu sync.Mutex
+	primaries := 0
 	var total time.Duration
 	read := func(ctx context.Context, node *redis.Client) error {
 		info, err := node.Info(ctx, "cpu").Result()
@@ -116,6 +114,9 @@ func redisCPU(ctx context.Context, rdb redis.UniversalClient) (time.Duration, er
 		if found != 2 {
 			return errors.New("INFO cpu has no main thread times")
 		}
+		mu.Lock()
+		primaries++
+		mu.Unlock()
 		return nil
 	}
 	var err error
@@ -127,7 +128,7 @@ func redisCPU(ctx context.Context, rdb redis.UniversalClient) (time.Duration, er
 	default:
 		err = fmt.Errorf("cannot read the CPU time of a %T", c)
 	}
-	return total, err
+	return total, primaries, err
 }
 
 // fullBatches lays out every share of packets (500 each) as batches of

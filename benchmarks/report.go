@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 )
 
 // model states the sizing arithmetic, in the report and in the JSON.
@@ -23,9 +24,13 @@ type Plan struct {
 	Utilisation float64 `json:"utilisation"`
 	// Reference is the profile that sized the loads measured on embedded
 	// stand-ins; absent when none was (real servers, or -allow-embedded).
-	Reference    *ReferenceInfo `json:"reference,omitempty"`
-	Measurements []Result       `json:"measurements"`
-	Scenarios    []PlanScenario `json:"scenarios"`
+	Reference *ReferenceInfo `json:"reference,omitempty"`
+	// Summary is every scenario's machines, first in every form of the
+	// report; Machine what measured.
+	Summary      []ScenarioSummary `json:"summary"`
+	Machine      *RunMachine       `json:"machine,omitempty"`
+	Measurements []Result          `json:"measurements"`
+	Scenarios    []PlanScenario    `json:"scenarios"`
 }
 
 // PlanScenario is a scenario with its figures checked and its sizings and
@@ -45,6 +50,8 @@ type PlanFigure struct {
 	Figure
 	Agrees bool    `json:"agrees"`
 	Ratio  float64 `json:"ratio,omitempty"`
+	// SizedBy lists the sizings that answer this figure (their What).
+	SizedBy []string `json:"sized_by,omitempty"`
 }
 
 // PlanSizing is one load's answer. Size is absent when the load could not
@@ -112,6 +119,14 @@ func makePlan(scenarios []Scenario, results []Result, utilisation float64, ref *
 			if f.Seed != 0 {
 				pf.Ratio = f.Ratio()
 			}
+			for _, z := range s.Sizings {
+				if z.Answers == f.Name {
+					pf.SizedBy = append(pf.SizedBy, z.What)
+				}
+			}
+			if f.Unit == "/s" && len(pf.SizedBy) == 0 && pf.NotSized == "" && strings.HasPrefix(f.Name, "avg ") {
+				pf.NotSized = "an average: its load is sized at the peak"
+			}
 			ps.Figures = append(ps.Figures, pf)
 		}
 		for _, z := range s.Sizings {
@@ -122,6 +137,7 @@ func makePlan(scenarios []Scenario, results []Result, utilisation float64, ref *
 		}
 		p.Scenarios = append(p.Scenarios, ps)
 	}
+	p.Summary = summariseScenarios(p.Scenarios)
 	return p
 }
 
@@ -276,31 +292,95 @@ func storageOf(st Storage, byName map[string]Result, repl Replication, ref *Refe
 	return ps
 }
 
-// WriteText prints the plan as plain tables.
+// textWidth is the width the text report fits: every line of it is at
+// most this many columns (runes).
+const textWidth = 120
+
+// WriteText prints the plan as plain tables: the summary, the machine that
+// measured, the sizing model, the measurements, then each scenario.
 func (p Plan) WriteText(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "SIZING MODEL: %s; utilisation %s.\n", model, percent(p.Utilisation))
-	if p.Reference != nil {
-		fmt.Fprintf(tw, "REFERENCE PROFILE: %s\n", p.Reference.Summary())
+	var b strings.Builder
+	table := func(rows [][]string) {
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		for _, r := range rows {
+			fmt.Fprintln(tw, strings.Join(r, "\t"))
+		}
+		tw.Flush()
 	}
-	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "MEASURED THROUGHPUT (this machine)\t\t\t")
-	fmt.Fprintln(tw, "measurement\tper second\tunit\tbackend\tworkers\tlatency p50\tp99\tp99.9\tmax")
+	para := func(indent, text string) { b.WriteString(wrap(text, textWidth, indent)) }
+
+	fmt.Fprintf(&b, "CAPACITY PLAN at %s utilisation (Redis and MySQL machines are primaries + replicas)\n", percent(p.Utilisation))
+	rows := [][]string{{"scenario", "Redis", "MySQL", "app", "machines", "binding load", "headroom"}}
+	for _, s := range p.Summary {
+		binding := s.Binding
+		if s.Unsized > 0 {
+			binding += fmt.Sprintf(" [%d not sized]", s.Unsized)
+		}
+		rows = append(rows, []string{s.Scenario, s.tierText(TierRedis), s.tierText(TierMySQL), s.tierText(TierApp),
+			strconv.Itoa(s.Machines), binding, s.headroomText()})
+	}
+	rows = append(rows, []string{"all scenarios", "", "", "", strconv.Itoa(p.TotalMachines()), "", ""})
+	table(rows)
+	para("", "A scenario's loads on one tier share its machines: its primaries are ceil(Σ of the loads' exact counts). "+
+		"Headroom: how much the binding tier's loads can grow before it needs another primary.")
+	b.WriteString("\n")
+	if p.Machine != nil {
+		para("", "MEASURED ON: "+p.Machine.Text())
+	}
+	if p.Reference != nil {
+		para("", "REFERENCE PROFILE: "+p.Reference.Summary())
+	}
+	para("", fmt.Sprintf("SIZING MODEL: %s; utilisation %s.", model, percent(p.Utilisation)))
+	b.WriteString("\n")
+
+	b.WriteString("MEASURED THROUGHPUT (this machine; per server core where the server's CPU time was read)\n")
+	rows = [][]string{{"measurement", "per second", "per server core", "workers", "batch", "latency p50", "p99", "p99.9", "max"}}
 	byName := map[string]Result{}
 	for _, r := range p.Measurements {
 		byName[r.Name] = r
-		workers := "-"
+		workers, batch, core := "-", "-", "-"
 		if r.Workers > 0 {
 			workers = strconv.Itoa(r.Workers)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.rateText(), r.unitText(byName), r.backendText(), workers, latencyColumns(r))
+		if r.Batch > 1 {
+			batch = strconv.Itoa(r.Batch)
+		}
+		if r.ServerPerSec > 0 {
+			core = formatRate(r.ServerPerSec)
+		}
+		rate := formatRate(r.PerSec)
+		switch {
+		case r.Err != "":
+			rate = "error"
+		case r.NotRun != "":
+			rate = "not run"
+		}
+		rows = append(rows, append([]string{r.Name, rate, core, workers, batch}, strings.Split(latencyColumns(r), "\t")...))
 	}
-	fmt.Fprintln(tw)
+	table(rows)
+	b.WriteString("what each one measured:\n")
+	for _, r := range p.Measurements {
+		text := r.Name + ": " + r.unitText(byName) + "; on " + r.backendText()
+		if r.Batch > 1 {
+			text += fmt.Sprintf("; an op is a batch of %d, its latency the batch's", r.Batch)
+		}
+		switch {
+		case r.Err != "":
+			text += "; error: " + r.Err
+		case r.NotRun != "":
+			text += "; not run: " + r.NotRun
+		case r.ServerCPU != "":
+			text += "; " + r.ServerCPU
+		}
+		para("  ", text)
+	}
+	b.WriteString("\n")
+
 	flagged, seeded := 0, 0
 	for _, s := range p.Scenarios {
-		fmt.Fprintf(tw, "SCENARIO %s — %s; replicas per primary: Redis %d, MySQL %d\n",
-			strings.ToUpper(s.Name), strings.Join(s.Inputs, "; "), s.Replication.Redis, s.Replication.MySQL)
-		fmt.Fprintln(tw, "figure\tcomputed\tseed says\tcheck")
+		para("", fmt.Sprintf("SCENARIO %s — %s; replicas per primary: Redis %d, MySQL %d",
+			strings.ToUpper(s.Name), strings.Join(s.Inputs, "; "), s.Replication.Redis, s.Replication.MySQL))
+		rows = [][]string{{"figure", "computed", "seed says", "check"}}
 		for _, f := range s.Figures {
 			if f.Seed != 0 {
 				seeded++
@@ -308,24 +388,54 @@ func (p Plan) WriteText(w io.Writer) error {
 					flagged++
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Name, formatFigure(f.Value, f.Unit), formatSeed(f.Figure), f.Check())
+			rows = append(rows, []string{f.Name, formatFigure(f.Value, f.Unit), formatSeed(f.Figure), f.Check()})
+		}
+		table(rows)
+		for _, f := range s.Figures {
+			if f.NotSized != "" && !strings.HasPrefix(f.Name, "avg ") {
+				para("  ", "not sized: "+f.Name+" — "+f.NotSized)
+			}
 		}
 		for _, m := range s.Sizings {
-			fmt.Fprintf(tw, "machines for %s\t%s\t%s\t%s\n", m.What, formatFigure(m.Peak, "/s"), m.Measurement, m.Answer())
+			para("", fmt.Sprintf("machines for %s [figure: %s] on %s:", m.What, m.Answers, m.Measurement))
+			para("    ", m.Answer())
 		}
 		for _, st := range s.Storage {
+			para("", fmt.Sprintf("storage: %s: %s", st.What, formatBytes(st.TotalBytes)))
 			arithmetic := st.Arithmetic
 			if st.Note != "" {
 				arithmetic += " — " + st.Note
 			}
-			fmt.Fprintf(tw, "storage: %s\t%s\t\t%s\n", st.What, formatBytes(st.TotalBytes), arithmetic)
+			para("    ", arithmetic)
 		}
-		fmt.Fprintln(tw)
+		b.WriteString("\n")
 	}
 	if seeded > 0 {
-		fmt.Fprintf(tw, "%d seed figure(s) flagged: the seed's number does not follow from the seed's inputs (shown side by side above).\n", flagged)
+		para("", fmt.Sprintf("%d seed figure(s) flagged: the seed's number does not follow from the seed's inputs (shown side by side above).", flagged))
 	}
-	return tw.Flush()
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// wrap breaks text into lines of at most width runes at spaces, each
+// starting with indent (a word longer than a line stays whole), and ends
+// every line with a newline.
+func wrap(text string, width int, indent string) string {
+	var b strings.Builder
+	line, fresh := indent, true
+	for _, word := range strings.Fields(text) {
+		if !fresh && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > width {
+			b.WriteString(line + "\n")
+			line, fresh = indent+"  ", true
+		}
+		if !fresh {
+			line += " "
+		}
+		line += word
+		fresh = false
+	}
+	b.WriteString(line + "\n")
+	return b.String()
 }
 
 // Summary says what the profile is, for the report's head.
@@ -386,18 +496,13 @@ func (z PlanSizing) Answer() string {
 	return z.Arithmetic
 }
 
-// latencyColumns prints a result's latency percentiles as four columns, the
-// last saying how many units one op is when it is a batch.
+// latencyColumns prints a result's latency percentiles as four columns.
 func latencyColumns(r Result) string {
 	l := r.Latency
 	if l == nil {
 		return "-\t-\t-\t-"
 	}
-	cols := formatMicros(l.P50) + "\t" + formatMicros(l.P99) + "\t" + formatMicros(l.P999) + "\t" + formatMicros(l.Max)
-	if r.Batch > 1 {
-		cols += fmt.Sprintf(" (an op is a batch of %d)", r.Batch)
-	}
-	return cols
+	return formatMicros(l.P50) + "\t" + formatMicros(l.P99) + "\t" + formatMicros(l.P999) + "\t" + formatMicros(l.Max)
 }
 
 // formatMicros prints a duration given in microseconds with 3 significant

@@ -129,7 +129,7 @@ func (fs fileScenario) scenario(known []string) (Scenario, error) {
 		s.Figures = append(s.Figures,
 			Figure{Name: "avg " + fl.Name, Unit: "/s", Value: l.Avg()},
 			Figure{Name: "peak " + fl.Name, Unit: "/s", Value: l.Peak()})
-		s.Sizings = append(s.Sizings, Sizing{What: "peak " + fl.Name + "/s", Peak: l.Peak(), Measurement: fl.Measurement})
+		s.Sizings = append(s.Sizings, Sizing{What: "peak " + fl.Name + "/s", Peak: l.Peak(), Measurement: fl.Measurement, Answers: "peak " + fl.Name})
 	}
 	for _, fst := range fs.Storage {
 		st, err := fst.storage()

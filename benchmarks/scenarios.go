@@ -47,8 +47,8 @@ func shortLink() Scenario {
 			{Name: "storage, 5 years", Unit: "B", Value: 5 * perYear, Seed: 550 * GB},
 		},
 		Sizings: []Sizing{
-			{What: "peak new codes/s", Peak: writes.Peak(), Measurement: "idgen.shortcode"},
-			{What: "peak redirects/s", Peak: reads.Peak(), Measurement: "shortlink.redirect"},
+			{What: "peak new codes/s", Peak: writes.Peak(), Measurement: "idgen.shortcode", Answers: "peak writes"},
+			{What: "peak redirects/s", Peak: reads.Peak(), Measurement: "shortlink.redirect", Answers: "peak reads"},
 		},
 		Storage: []Storage{{What: "links, 5 years", PerDay: links, RetentionDays: 5 * year, BytesPerRecord: bytesPer, On: TierMySQL}},
 	}
@@ -67,7 +67,10 @@ func leaderboard() Scenario {
 			{Name: "peak board reads", Unit: "/s", Value: reads.Peak(), Seed: 10000},
 			{Name: "sorted-set memory", Unit: "B", Value: players * bytesPer, Seed: 3.5 * GB},
 		},
-		Sizings: []Sizing{{What: "peak score writes/s", Peak: writes.Peak(), Measurement: "rank.add"}},
+		Sizings: []Sizing{
+			{What: "peak score writes/s", Peak: writes.Peak(), Measurement: "rank.add", Answers: "peak score writes"},
+			{What: "peak own-rank reads/s", Peak: reads.Peak(), Measurement: "rank.rank", Answers: "peak board reads"},
+		},
 		Storage: []Storage{{What: "board members", Records: players, BytesPerRecord: bytesPer, On: TierRedis, MeasuredBy: "rank.add"}},
 	}
 }
@@ -84,7 +87,10 @@ func hotList() Scenario {
 			{Name: "peak list reads", Unit: "/s", Value: reads.Peak(), Seed: 417e3},
 			{Name: "item memory", Unit: "B", Value: items * bytesPer, Seed: 350 * MB},
 		},
-		Sizings: []Sizing{{What: "peak events/s", Peak: writes.Peak(), Measurement: "hotlist.event"}, {What: "peak list reads/s", Peak: reads.Peak(), Measurement: "hotlist.read"}},
+		Sizings: []Sizing{
+			{What: "peak events/s", Peak: writes.Peak(), Measurement: "hotlist.event", Answers: "peak events"},
+			{What: "peak list reads/s", Peak: reads.Peak(), Measurement: "hotlist.read", Answers: "peak list reads"},
+		},
 		Storage: []Storage{{What: "active items", Records: items, BytesPerRecord: bytesPer, On: TierRedis}},
 	}
 }
@@ -103,7 +109,10 @@ func signIn() Scenario {
 			{Name: "record storage per year", Unit: "B", Value: dau * bytesPer * year, Seed: 18 * GB},
 			{Name: "bitmaps per year", Unit: "B", Value: dau * bitmapBytes, Seed: 46 * MB},
 		},
-		Sizings: []Sizing{{What: "peak sign-ins/s", Peak: writes.Peak(), Measurement: "signin.sign"}},
+		Sizings: []Sizing{
+			{What: "peak sign-ins/s", Peak: writes.Peak(), Measurement: "signin.sign", Answers: "peak sign-ins"},
+			{What: "peak calendar reads/s", Peak: readsPerWrite * writes.Peak(), Measurement: "signin.read", Answers: "peak reads"},
+		},
 		Storage: []Storage{
 			{What: "sign-in records, 1 year", PerDay: dau, RetentionDays: year, BytesPerRecord: bytesPer, On: TierMySQL},
 			{What: "bitmaps, 1 year", Records: dau, BytesPerRecord: bitmapBytes, On: TierRedis, MeasuredBy: "signin.sign"},
@@ -120,15 +129,17 @@ func orderPay() Scenario {
 		Inputs: []string{"5M DAU, 5% order", "80% in 4 h", "peak ×5", "10 DB writes/order", "1 KB/order", "sale: 5M orders in 1 h, ×5"},
 		Figures: []Figure{
 			{Name: "avg orders", Unit: "/s", Value: orders.Avg(), Seed: 14},
-			{Name: "peak orders", Unit: "/s", Value: orders.Peak(), Seed: 70},
-			{Name: "peak DB writes", Unit: "/s", Value: writesPer * orders.Peak(), Seed: 700},
+			{Name: "peak orders", Unit: "/s", Value: orders.Peak(), Seed: 70, NotSized: "a tenth of the sale's peak, which is sized"},
+			{Name: "peak DB writes", Unit: "/s", Value: writesPer * orders.Peak(), Seed: 700,
+				NotSized: "in the orders' sizing: order.create measures whole orders, each one batch of its rows"},
 			{Name: "sale peak orders", Unit: "/s", Value: sale.Peak(), Seed: 7000},
-			{Name: "sale peak DB writes", Unit: "/s", Value: writesPer * sale.Peak(), Seed: 70000},
+			{Name: "sale peak DB writes", Unit: "/s", Value: writesPer * sale.Peak(), Seed: 70000,
+				NotSized: "in the sale's orders: order.create measures whole orders, each one batch of its rows"},
 			{Name: "storage per year", Unit: "B", Value: dau * orderRate * bytesPer * year, Seed: 91 * GB},
 		},
 		Sizings: []Sizing{
-			{What: "sale peak orders/s", Peak: sale.Peak(), Measurement: "order.create"},
-			{What: "sale peak order numbers/s", Peak: sale.Peak(), Measurement: "idgen.snowflake"},
+			{What: "sale peak orders/s", Peak: sale.Peak(), Measurement: "order.create", Answers: "sale peak orders"},
+			{What: "sale peak order numbers/s", Peak: sale.Peak(), Measurement: "idgen.snowflake", Answers: "sale peak orders"},
 		},
 		Storage: []Storage{{What: "orders, 1 year", PerDay: dau * orderRate, RetentionDays: year, BytesPerRecord: bytesPer, On: TierMySQL}},
 	}
@@ -142,11 +153,12 @@ func flashSale() Scenario {
 		Name:   "flash sale",
 		Inputs: []string{"5000 stock", "1M requests in one second", "100k admitted past the gateway"},
 		Figures: []Figure{
-			{Name: "gateway", Unit: "/s", Value: gateway.Peak(), Seed: 1e6},
+			{Name: "gateway", Unit: "/s", Value: gateway.Peak(), Seed: 1e6,
+				NotSized: "the gateway in front of the service (rate limits, queueing) is not a casebook block"},
 			{Name: "to the service", Unit: "/s", Value: service.Peak(), Seed: 1e5},
 			{Name: "winners", Unit: "", Value: stock},
 		},
-		Sizings: []Sizing{{What: "stock decisions/s", Peak: service.Peak(), Measurement: "seckill.buy.batched"}},
+		Sizings: []Sizing{{What: "stock decisions/s", Peak: service.Peak(), Measurement: "seckill.buy.batched", Answers: "to the service"}},
 	}
 }
 
@@ -165,8 +177,9 @@ func redPacket() Scenario {
 			{Name: "rows per day", Unit: "", Value: rows, Seed: 40e9, AtLeast: true},
 			{Name: "storage per day", Unit: "B", Value: rows * bytesPer, Seed: 40 * TB},
 			{Name: "avg grabs", Unit: "/s", Value: grabLoad.Avg()},
+			{Name: "peak grabs (stated)", Unit: "/s", Value: statedPeak},
 		},
-		Sizings: []Sizing{{What: "peak grabs/s", Peak: statedPeak, Measurement: "redpacket.grab.batched"}},
+		Sizings: []Sizing{{What: "peak grabs/s", Peak: statedPeak, Measurement: "redpacket.grab.batched", Answers: "peak grabs (stated)"}},
 		// The seed gives storage per day and no retention.
 		Storage: []Storage{{What: "rows, 1 day", PerDay: rows, RetentionDays: 1, BytesPerRecord: bytesPer, On: TierMySQL}},
 	}
@@ -186,8 +199,8 @@ func feed() Scenario {
 			{Name: "images per day", Unit: "B", Value: dau * posts * images * imageBytes, Seed: 3.75 * PB},
 		},
 		Sizings: []Sizing{
-			{What: "peak post ids/s", Peak: writes.Peak(), Measurement: "idgen.snowflake"},
-			{What: "peak timeline reads/s", Peak: reads.Peak(), Measurement: "feed.read"},
+			{What: "peak post ids/s", Peak: writes.Peak(), Measurement: "idgen.snowflake", Answers: "peak posts"},
+			{What: "peak timeline reads/s", Peak: reads.Peak(), Measurement: "feed.read", Answers: "peak timeline reads"},
 		},
 		// Images go to an object store, which this harness does not size.
 		Storage: []Storage{{What: "posts, 1 year", PerDay: dau * posts, RetentionDays: year, BytesPerRecord: postBytes, On: TierMySQL}},
@@ -209,12 +222,14 @@ func eCommerce() Scenario {
 			{Name: "peak orders", Unit: "/s", Value: load.Peak(), Seed: 350},
 			{Name: "SKU cache", Unit: "B", Value: skus * skuBytes, Seed: 1 * GB},
 			{Name: "sale requests stopped at the gate", Unit: "/s", Value: saleRequests * stopped},
+			{Name: "sale purchases decided", Unit: "/s", Value: saleRequests * (1 - stopped)},
+			{Name: "sale orders written", Unit: "/s", Value: writes},
 		},
 		Sizings: []Sizing{
-			{What: "peak orders/s", Peak: load.Peak(), Measurement: "order.create"},
-			{What: "sale: sold-out answers/s", Peak: saleRequests * stopped, Measurement: "seckill.soldout"},
-			{What: "sale: purchases decided/s", Peak: saleRequests * (1 - stopped), Measurement: "seckill.buy.batched"},
-			{What: "sale: orders written/s (throttled)", Peak: writes, Measurement: "seckill.orders"},
+			{What: "peak orders/s", Peak: load.Peak(), Measurement: "order.create", Answers: "peak orders"},
+			{What: "sale: sold-out answers/s", Peak: saleRequests * stopped, Measurement: "seckill.soldout", Answers: "sale requests stopped at the gate"},
+			{What: "sale: purchases decided/s", Peak: saleRequests * (1 - stopped), Measurement: "seckill.buy.batched", Answers: "sale purchases decided"},
+			{What: "sale: orders written/s (throttled)", Peak: writes, Measurement: "seckill.orders", Answers: "sale orders written"},
 		},
 		Storage: []Storage{{What: "SKU cache", Records: skus, BytesPerRecord: skuBytes, On: TierRedis}},
 	}

@@ -21,7 +21,7 @@ import (
 func seckillBuy(name string, batched bool) Measurement {
 	unit, workers := "decisions (one call per buyer)", 4
 	if batched {
-		unit, workers = "decisions (batcher, 512 buyers waiting)", 512
+		unit, workers = "decisions (through the batcher; each worker a buyer waiting)", 512
 	}
 	return onRedis(name, unit, workers, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		sale, err := benchSale(ctx, env, r, ns, 1<<40, seckill.Config{})
