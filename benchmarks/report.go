@@ -393,7 +393,7 @@ func (p Plan) WriteText(w io.Writer) error {
 		table(rows)
 		for _, f := range s.Figures {
 			if f.NotSized != "" && !strings.HasPrefix(f.Name, "avg ") {
-				para("  ", "not sized: "+f.Name+" — "+f.NotSized)
+				para("  ", "no sizing of its own: "+f.Name+" — "+f.NotSized)
 			}
 		}
 		for _, m := range s.Sizings {
