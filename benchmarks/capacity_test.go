@@ -191,11 +191,11 @@ func TestSummaryTotalsByTier(t *testing.T) {
 		t.Fatalf("%+v", got)
 	}
 	s := got[0]
-	if s.tierText(TierRedis) != "2 + 2" || s.tierText(TierMySQL) != "3 + 3" || s.tierText(TierApp) != "1" || s.Machines != 11 || s.Unsized != 1 {
-		t.Errorf("tiers %q %q %q, machines %d, unsized %d; want 2 + 2, 3 + 3, 1, 11, 1", s.tierText(TierRedis), s.tierText(TierMySQL), s.tierText(TierApp), s.Machines, s.Unsized)
+	if s.TierText(TierRedis) != "2 + 2" || s.TierText(TierMySQL) != "3 + 3" || s.TierText(TierApp) != "1" || s.Machines != 11 || s.Unsized != 1 {
+		t.Errorf("tiers %q %q %q, machines %d, unsized %d; want 2 + 2, 3 + 3, 1, 11, 1", s.TierText(TierRedis), s.TierText(TierMySQL), s.TierText(TierApp), s.Machines, s.Unsized)
 	}
 	// MySQL is 2.9 of 3 primaries, fuller than Redis' 1.3 of 2.
-	if s.Binding != "d (m.d)" || s.headroomText() != "3%" {
-		t.Errorf("binding %q, headroom %s; want d (m.d), 3%%", s.Binding, s.headroomText())
+	if s.Binding != "d (m.d)" || s.HeadroomText() != "3%" {
+		t.Errorf("binding %q, headroom %s; want d (m.d), 3%%", s.Binding, s.HeadroomText())
 	}
 }

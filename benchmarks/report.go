@@ -316,8 +316,8 @@ func (p Plan) WriteText(w io.Writer) error {
 		if s.Unsized > 0 {
 			binding += fmt.Sprintf(" [%d not sized]", s.Unsized)
 		}
-		rows = append(rows, []string{s.Scenario, s.tierText(TierRedis), s.tierText(TierMySQL), s.tierText(TierApp),
-			strconv.Itoa(s.Machines), binding, s.headroomText()})
+		rows = append(rows, []string{s.Scenario, s.TierText(TierRedis), s.TierText(TierMySQL), s.TierText(TierApp),
+			strconv.Itoa(s.Machines), binding, s.HeadroomText()})
 	}
 	rows = append(rows, []string{"all scenarios", "", "", "", strconv.Itoa(p.TotalMachines()), "", ""})
 	table(rows)

@@ -92,12 +92,6 @@ func summariseScenarios(scenarios []PlanScenario) []ScenarioSummary {
 	return out
 }
 
-// TierText is tierText for the HTML template.
-func (s ScenarioSummary) TierText(t string) string { return s.tierText(Tier(t)) }
-
-// HeadroomText is headroomText for the HTML template.
-func (s ScenarioSummary) HeadroomText() string { return s.headroomText() }
-
 // TotalMachines is every scenario's machines, in all.
 func (p Plan) TotalMachines() int {
 	n := 0
@@ -107,9 +101,9 @@ func (p Plan) TotalMachines() int {
 	return n
 }
 
-// tierText is a tier's machines for the summary: "2 + 2" (primaries +
+// TierText is a tier's machines for the summary (and the HTML template): "2 + 2" (primaries +
 // replicas) or "1" for app nodes, "-" when the scenario has none.
-func (s ScenarioSummary) tierText(t Tier) string {
+func (s ScenarioSummary) TierText(t Tier) string {
 	i := slices.IndexFunc(s.Tiers, func(tm TierMachines) bool { return tm.Tier == t })
 	if i < 0 {
 		return "-"
@@ -121,8 +115,8 @@ func (s ScenarioSummary) tierText(t Tier) string {
 	return fmt.Sprintf("%d + %d", tm.Primaries, tm.Replicas)
 }
 
-// headroomText is the summary's headroom column.
-func (s ScenarioSummary) headroomText() string {
+// HeadroomText is the summary's headroom column.
+func (s ScenarioSummary) HeadroomText() string {
 	if s.Binding == "" {
 		return "-"
 	}
