@@ -5,13 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/casebook-dev/casebook/internal/devcore"
@@ -83,52 +79,6 @@ func redpacketOpenBatched() Measurement {
 		return p, err
 	}
 	return m
-}
-
-// redisPrimariesCPU is the CPU time (user + sys) the main threads of
-// rdb's primaries have spent, from INFO cpu, and how many primaries it read.
-func redisPrimariesCPU(ctx context.Context, rdb redis.UniversalClient) (time.Duration, int, error) {
-	var mu sync.Mutex
-	primaries := 0
-	var total time.Duration
-	read := func(ctx context.Context, node *redis.Client) error {
-		info, err := node.Info(ctx, "cpu").Result()
-		if err != nil {
-			return err
-		}
-		found := 0
-		for line := range strings.Lines(info) {
-			for _, field := range []string{"used_cpu_user_main_thread:", "used_cpu_sys_main_thread:"} {
-				if v, ok := strings.CutPrefix(strings.TrimSpace(line), field); ok {
-					sec, err := strconv.ParseFloat(v, 64)
-					if err != nil {
-						return fmt.Errorf("INFO cpu %s: %w", field, err)
-					}
-					mu.Lock()
-					total += time.Duration(sec * float64(time.Second))
-					mu.Unlock()
-					found++
-				}
-			}
-		}
-		if found != 2 {
-			return errors.New("INFO cpu has no main thread times")
-		}
-		mu.Lock()
-		primaries++
-		mu.Unlock()
-		return nil
-	}
-	var err error
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, read)
-	case *redis.Client:
-		err = read(ctx, c)
-	default:
-		err = fmt.Errorf("cannot read the CPU time of a %T", c)
-	}
-	return total, primaries, err
 }
 
 // fullBatches lays out every share of packets (500 each) as batches of

@@ -9,9 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/internal/devcore"
 )
@@ -155,4 +157,50 @@ func parseProcStat(s string) (time.Duration, error) {
 		ticks += v
 	}
 	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// redisPrimariesCPU is the CPU time (user + sys) the main threads of
+// rdb's primaries have spent, from INFO cpu, and how many primaries it read.
+func redisPrimariesCPU(ctx context.Context, rdb redis.UniversalClient) (time.Duration, int, error) {
+	var mu sync.Mutex
+	primaries := 0
+	var total time.Duration
+	read := func(ctx context.Context, node *redis.Client) error {
+		info, err := node.Info(ctx, "cpu").Result()
+		if err != nil {
+			return err
+		}
+		found := 0
+		for line := range strings.Lines(info) {
+			for _, field := range []string{"used_cpu_user_main_thread:", "used_cpu_sys_main_thread:"} {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), field); ok {
+					sec, err := strconv.ParseFloat(v, 64)
+					if err != nil {
+						return fmt.Errorf("INFO cpu %s: %w", field, err)
+					}
+					mu.Lock()
+					total += time.Duration(sec * float64(time.Second))
+					mu.Unlock()
+					found++
+				}
+			}
+		}
+		if found != 2 {
+			return errors.New("INFO cpu has no main thread times")
+		}
+		mu.Lock()
+		primaries++
+		mu.Unlock()
+		return nil
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, read)
+	case *redis.Client:
+		err = read(ctx, c)
+	default:
+		err = fmt.Errorf("cannot read the CPU time of a %T", c)
+	}
+	return total, primaries, err
 }
