@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,14 +45,22 @@ func TestSizingStableAcrossWorkers(t *testing.T) {
 			t.Cleanup(func() { srv.Close() })
 			env := &Env{RedisAddr: srv.Addr}
 			t.Cleanup(env.Close)
-			// Each worker count runs four times, interleaved, and keeps its
-			// cheapest run: a neighbour's burst (on this VM, one run of 4
-			// workers cost 1.5 times another's) only adds server CPU.
-			const peak = 100_000
-			var exact [2]float64
-			for round := range 4 {
+			// Each worker count runs four times, interleaved, and the medians
+			// are compared: a neighbour's burst moves one run either way (on
+			// this VM, one run of 4 workers cost 1.5 times another's, and a
+			// lucky one 0.6 times), and the median of four is moved by
+			// neither the cheapest nor the dearest. What remains is a real
+			// gap: in two runs here, 16 workers' medians cost 0.85-0.88
+			// times 4 workers' per operation (rank.add 5.83 and 6.86
+			// primaries, signin.sign 11.36 and 12.82), though the server
+			// slept about as often per operation (0.84-0.94 against
+			// 0.95-1.10 for rank.add); its cause is not measured.
+			const peak, rounds = 100_000, 4
+			var sizes [2][]float64
+			for range rounds {
 				for i, workers := range []int{4, 16} {
-					r := byName[name].Run(ctx, env, time.Second, workers, nil)
+					wakes := serverWakes(ctx, t, env)
+					r := byName[name].Run(ctx, env, 2*time.Second, workers, nil)
 					if r.Err != "" || r.Fallback {
 						t.Fatalf("%d workers: %+v", workers, r)
 					}
@@ -60,17 +71,69 @@ func TestSizingStableAcrossWorkers(t *testing.T) {
 					if !ok {
 						t.Fatalf("%d workers: not sized", workers)
 					}
-					if round == 0 || size.Exact < exact[i] {
-						exact[i] = size.Exact
-					}
-					t.Logf("%d workers: %.0f/s closed loop, %.0f/s per server core → %.2f primaries for %d/s",
-						workers, r.PerSec, r.ServerPerSec, size.Exact, peak)
+					sizes[i] = append(sizes[i], size.Exact)
+					t.Logf("%d workers: %.0f/s closed loop, %.0f/s per server core → %.2f primaries for %d/s; the server slept %s",
+						workers, r.PerSec, r.ServerPerSec, size.Exact, peak, wakes(r.PerSec*2))
 				}
 			}
-			if ratio := max(exact[0], exact[1]) / min(exact[0], exact[1]); ratio > 1.25 {
-				t.Errorf("4 and 16 workers size %d/s as %.2f and %.2f primaries: %.2f× apart, want within 1.25×", peak, exact[0], exact[1], ratio)
+			m4, m16 := median(sizes[0]), median(sizes[1])
+			if ratio := max(m4, m16) / min(m4, m16); ratio > 1.25 {
+				t.Errorf("4 and 16 workers size %d/s as %.2f and %.2f primaries (medians of %v and %v): %.2f× apart, want within 1.25×",
+					peak, m4, m16, sizes[0], sizes[1], ratio)
 			}
 		})
+	}
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}
+
+// serverWakes starts counting the times the Redis server behind env blocked
+// (its voluntary context switches, from /proc): the function it returns
+// says how often it slept per operation, for ops operations, or why it
+// cannot tell. A server kept busier sleeps less per operation, and each
+// sleep and wake is server CPU that the operation's own work does not need.
+func serverWakes(ctx context.Context, t *testing.T, env *Env) func(ops float64) string {
+	r, err := env.Redis(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := r.Client.Info(ctx, "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := ""
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			pid = v
+		}
+	}
+	read := func() (float64, bool) {
+		b, err := os.ReadFile("/proc/" + pid + "/status")
+		if err != nil {
+			return 0, false
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+				n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				return n, err == nil
+			}
+		}
+		return 0, false
+	}
+	before, ok := read()
+	return func(ops float64) string {
+		after, ok2 := read()
+		if !ok || !ok2 || ops <= 0 {
+			return "an unknown number of times (no /proc/" + pid + "/status)"
+		}
+		return fmt.Sprintf("%.2f times per operation", (after-before)/ops)
 	}
 }
 
