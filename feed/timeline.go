@@ -85,17 +85,13 @@ func (s *Service) Timeline(ctx context.Context, reader, cursor string, limit int
 	var page Page
 	fetch := limit + limit/4 + 2
 	for round := 0; round < 8 && len(page.Posts) < limit; round++ {
-		cands, g, more, err := s.candidates(ctx, reader, pos, fetch, reg)
+		cands, posts, g, more, err := s.candidates(ctx, reader, pos, fetch, reg)
 		if err != nil {
 			return Page{}, err
 		}
 		ids := make([]int64, len(cands))
 		for i, c := range cands {
 			ids[i], _ = strconv.ParseInt(c.id, 10, 64)
-		}
-		posts, err := s.hydrate(ctx, ids)
-		if err != nil {
-			return Page{}, err
 		}
 		var stale []any
 		progressed := false
@@ -141,13 +137,14 @@ func (s *Service) Timeline(ctx context.Context, reader, cursor string, limit int
 // candidates returns, in timeline order, the posts after pos that are
 // certainly the next ones: up to fetch from the inbox and from each followed
 // celebrity's outbox, merged, deduplicated, cut where a source that had
-// more stops and then to fetch entries. It also returns the reader's
+// more stops and then to fetch entries; and the posts read to order them
+// (nil for a post that does not exist). It also returns the reader's
 // followees and mutes, and whether there is more. Muted celebrities are not
 // pulled.
-func (s *Service) candidates(ctx context.Context, reader string, pos position, fetch int, reg map[string]int64) ([]entry, view, bool, error) {
+func (s *Service) candidates(ctx context.Context, reader string, pos position, fetch int, reg map[string]int64) ([]entry, map[int64]*Post, view, bool, error) {
 	inbox, g, err := s.readInbox(ctx, reader, pos, fetch)
 	if err != nil {
-		return nil, view{}, false, err
+		return nil, nil, view{}, false, err
 	}
 	celebs := g.pulled(reg)
 	sources := [][]entry{inbox}
@@ -157,34 +154,52 @@ func (s *Service) candidates(ctx context.Context, reader string, pos position, f
 			max = strconv.FormatInt(pos.score, 10)
 		}
 		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.ZSliceCmd, len(celebs))
+		cmds := make([]*redis.StringSliceCmd, len(celebs))
 		for i, c := range celebs {
-			cmds[i] = pipe.ZRevRangeByScoreWithScores(ctx, s.userKey(c, "outbox"), &redis.ZRangeBy{Max: max, Min: "-inf", Count: int64(fetch)})
+			cmds[i] = pipe.ZRevRangeByScore(ctx, s.userKey(c, "outbox"), &redis.ZRangeBy{Max: max, Min: "-inf", Count: int64(fetch)})
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, view{}, false, fmt.Errorf("feed: read celebrity outboxes: %w", err)
+			return nil, nil, view{}, false, fmt.Errorf("feed: read celebrity outboxes: %w", err)
 		}
 		for _, cmd := range cmds {
-			var es []entry
-			for _, z := range cmd.Val() {
-				id, _ := z.Member.(string)
-				es = append(es, entry{id: id, score: int64(z.Score)})
+			es := make([]entry, len(cmd.Val()))
+			for j, id := range cmd.Val() {
+				es[j] = entry{id: id}
 			}
 			sources = append(sources, es)
 		}
 	}
+	keys := []string{s.userKey(reader, "inbox")}
+	for _, c := range celebs {
+		keys = append(keys, s.userKey(c, "outbox"))
+	}
 	// A source that returned fetch entries may hold more: the merge is
-	// exact only down to the earliest last entry among those.
-	var bound *entry
-	for _, src := range sources {
-		if len(src) == fetch {
-			last := src[len(src)-1]
-			if bound == nil || before(last, *bound) {
-				bound = &last
-			}
-		}
+	// exact only down to the earliest last entry among those. (An entry
+	// removed from its source meanwhile is left out by scoreSources; the
+	// source's cut is then its last remaining entry, earlier, or — none
+	// left — pos itself.)
+	full := make([]bool, len(sources))
+	for i, src := range sources {
+		full[i] = len(src) == fetch
+	}
+	posts, err := s.scoreSources(ctx, sources, keys)
+	if err != nil {
+		return nil, nil, view{}, false, err
 	}
 	after := entry{id: strconv.FormatInt(pos.id, 10), score: pos.score}
+	var bound *entry
+	for i, src := range sources {
+		if !full[i] {
+			continue
+		}
+		last := after
+		if len(src) > 0 {
+			last = src[len(src)-1]
+		}
+		if bound == nil || before(last, *bound) {
+			bound = &last
+		}
+	}
 	n := 0
 	for _, src := range sources {
 		n += len(src)
@@ -224,7 +239,71 @@ func (s *Service) candidates(ctx context.Context, reader string, pos position, f
 	if len(out) > fetch {
 		out, more = out[:fetch], true
 	}
-	return out, g, more, nil
+	return out, posts, g, more, nil
+}
+
+// scoreSources gives each entry of sources (in the order each source was
+// read, keys[i] holding sources[i]) its score: the post's own, which is the
+// one it was stored with, read through the post caches that the page reads
+// anyway; only a post that does not exist has its score read from its
+// source, with ZSCORE. An entry removed from its source meanwhile is left
+// out. Reading ids without scores saves Redis most of a page's cost: Redis
+// 7.0 formats each score of a WITHSCORES reply with snprintf, measured at
+// 21 µs for 27 scores against 4 µs for the 27 ids alone.
+func (s *Service) scoreSources(ctx context.Context, sources [][]entry, keys []string) (map[int64]*Post, error) {
+	var ids []int64
+	for _, src := range sources {
+		for _, e := range src {
+			id, _ := strconv.ParseInt(e.id, 10, 64)
+			ids = append(ids, id)
+		}
+	}
+	posts, err := s.hydrate(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	type unknown struct{ src, at int }
+	var lost []unknown
+	var pipe redis.Pipeliner
+	var cmds []*redis.FloatCmd
+	for i, src := range sources {
+		for j := range src {
+			id, _ := strconv.ParseInt(src[j].id, 10, 64)
+			if p := posts[id]; p != nil {
+				src[j].score = p.Score
+				continue
+			}
+			if pipe == nil {
+				pipe = s.rdb.Pipeline()
+			}
+			lost = append(lost, unknown{i, j})
+			cmds = append(cmds, pipe.ZScore(ctx, keys[i], src[j].id))
+		}
+	}
+	if pipe == nil {
+		return posts, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("feed: read the scores of missing posts: %w", err)
+	}
+	gone := map[unknown]bool{}
+	for k, u := range lost {
+		if sc, err := cmds[k].Result(); err == nil {
+			sources[u.src][u.at].score = int64(sc)
+		} else {
+			gone[u] = true
+		}
+	}
+	for i, src := range sources {
+		kept := src[:0]
+		for j, e := range src {
+			if !gone[unknown{i, j}] {
+				kept = append(kept, e)
+			}
+		}
+		sources[i] = kept
+	}
+	return posts, nil
 }
 
 // view is what a reader's timeline is filtered by: the accounts they follow
@@ -290,12 +369,10 @@ func (s *Service) readInbox(ctx context.Context, reader string, pos position, fe
 
 func parseInbox(v any) []entry {
 	flat, _ := v.([]any)
-	out := make([]entry, 0, len(flat)/2)
-	for i := 0; i+1 < len(flat); i += 2 {
-		id, _ := flat[i].(string)
-		sc, _ := flat[i+1].(string)
-		score, _ := strconv.ParseInt(sc, 10, 64)
-		out = append(out, entry{id: id, score: score, inbox: true})
+	out := make([]entry, 0, len(flat))
+	for _, m := range flat {
+		id, _ := m.(string)
+		out = append(out, entry{id: id, inbox: true})
 	}
 	return out
 }
