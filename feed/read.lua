@@ -13,12 +13,21 @@
 -- without their scores, which the caller takes from the posts (Redis 7.0
 -- formats a score in a reply at about 0.6 µs). An inbox without its pushed list
 -- (lost in a failover) is missing: fan-out could not reach it.
-local st = redis.call('ZSCORE', KEYS[1], '~')
-local state, entries, following, have = 0, {}, {}, 0
-if st and redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
-  redis.call('PEXPIRE', KEYS[3], ARGV[3])
-  local pushed = redis.call('LRANGE', KEYS[3], 0, -1)
+-- The keys' lifetimes are renewed only once they have run down by 1/64 of
+-- the active period (one PTTL a read instead of four PEXPIREs), so a
+-- reader stays active for at least 63/64 of it after their last read. A
+-- missing list or set reads as empty and one that exists never is (each
+-- holds its marker), so no EXISTS is needed.
+local pushed = redis.call('LRANGE', KEYS[3], 0, -1)
+local st = #pushed > 0 and redis.call('ZSCORE', KEYS[1], '~')
+local ttl = tonumber(ARGV[3])
+local renew = not st or redis.call('PTTL', KEYS[1]) < ttl - math.floor(ttl / 64)
+local state, entries = 0, {}
+if st then
+  if renew then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    redis.call('PEXPIRE', KEYS[3], ttl)
+  end
   -- a push that trimmed the list dropped the marker with the oldest entries
   if #pushed > 1 or pushed[1] ~= '~' then
     local args = {}
@@ -52,15 +61,14 @@ if st and redis.call('EXISTS', KEYS[3]) == 1 then
     state = 1
   end
 end
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  have = 1
-  redis.call('PEXPIRE', KEYS[2], ARGV[3])
-  following = redis.call('SMEMBERS', KEYS[2])
+local following = redis.call('SMEMBERS', KEYS[2])
+local have = #following > 0 and 1 or 0
+if have == 1 and renew then
+  redis.call('PEXPIRE', KEYS[2], ttl)
 end
-local muted, haveMuted = {}, 0
-if redis.call('EXISTS', KEYS[4]) == 1 then
-  haveMuted = 1
-  redis.call('PEXPIRE', KEYS[4], ARGV[3])
-  muted = redis.call('SMEMBERS', KEYS[4])
+local muted = redis.call('SMEMBERS', KEYS[4])
+local haveMuted = #muted > 0 and 1 or 0
+if haveMuted == 1 and renew then
+  redis.call('PEXPIRE', KEYS[4], ttl)
 end
 return {state, have, entries, following, haveMuted, muted}
