@@ -95,6 +95,12 @@
 // dropped its EXISTS calls (a present list or set is never empty): alone,
 // on a steady-state reader (400 inbox entries, 25 followees; redis-benchmark
 // -n 30000 -c 4 EVALSHA), 26.2 and 26.3 µs a call against 29.7 and 36.9.
+// With 20 pulled celebrities (BenchmarkTimelineRedisCost, private Redis,
+// -benchtime 2000x, two runs of each build alternating on a busy machine),
+// a page costs Redis 244 and 255 µs of CPU, from 727 and 811: the
+// celebrities' outbox reads 99–105 µs a page, from 604–619, read.lua 83–94,
+// from 159–176. What remains is mostly those 21 reads of 27 ids (4.5–5 µs
+// each) and read.lua's own work around its calls.
 //
 // AuthorPosts is an author's profile page, newest first, with Timeline's
 // cursors (bound to the author's page) and deletes hidden: read from the
