@@ -91,7 +91,10 @@ type Config struct {
 	// disables the local cache. A delete made by another process can show
 	// here for at most LocalTTL.
 	LocalTTL time.Duration
-	// LocalCost bounds the local cache, in posts [100,000].
+	// LocalCost bounds the local cache, in posts [100,000]. Beside the posts
+	// the process keeps, for LocalTTL too, the newest ids of up to 10,000
+	// pulled celebrities' outboxes, each checked against the outbox's
+	// version at every read (see Timeline).
 	LocalCost int64
 	// CacheTTL is how long Redis keeps a post [1h]; NegativeTTL how long a
 	// missing post is remembered [1m].
@@ -135,6 +138,7 @@ type Service struct {
 	idSrc *idgen.SQLSource
 
 	local  *ristretto.Cache[int64, *Post]
+	pulls  *pulls // nil when LocalTTL is 0
 	flight singleflight.Group
 
 	ids       *gene.IDs
@@ -209,6 +213,7 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 		if err != nil {
 			return nil, fmt.Errorf("%w: local cache: %w", ErrConfig, err)
 		}
+		s.pulls = newPulls(cfg.LocalTTL, maxPulls)
 	}
 	return s, nil
 }

@@ -92,7 +92,7 @@ func (s *Service) Publish(ctx context.Context, r PublishRequest) (_ Post, err er
 
 // toOutbox records p in its author's outbox (again is a no-op).
 func (s *Service) toOutbox(ctx context.Context, p Post) error {
-	return outboxScript.Run(ctx, s.rdb, []string{s.userKey(p.Author, "outbox")}, p.ID, p.Score, s.cfg.OutboxCap, max(1, s.cfg.OutboxCap/10)).Err()
+	return outboxScript.Run(ctx, s.rdb, []string{s.userKey(p.Author, "outbox"), s.userKey(p.Author, "outver")}, p.ID, p.Score, s.cfg.OutboxCap, max(1, s.cfg.OutboxCap/10), newToken()).Err()
 }
 
 func (s *Service) insert(ctx context.Context, sh shard.Shard, r PublishRequest) (Post, error) {
@@ -192,7 +192,11 @@ func (s *Service) Delete(ctx context.Context, author string, id int64) (err erro
 	if err := s.cache(ctx, &p, false); err != nil {
 		return err
 	}
-	if err := s.rdb.ZRem(ctx, s.userKey(author, "outbox"), id).Err(); err != nil {
+	if _, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRem(ctx, s.userKey(author, "outbox"), id)
+		p.Set(ctx, s.userKey(author, "outver"), newToken(), 0)
+		return nil
+	}); err != nil {
 		return fmt.Errorf("feed: remove post from outbox: %w", err)
 	}
 	if s.local != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -153,21 +154,11 @@ func (s *Service) candidates(ctx context.Context, reader string, pos position, f
 		if pos.score > 0 {
 			max = strconv.FormatInt(pos.score, 10)
 		}
-		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.StringSliceCmd, len(celebs))
-		for i, c := range celebs {
-			cmds[i] = pipe.ZRevRangeByScore(ctx, s.userKey(c, "outbox"), &redis.ZRangeBy{Max: max, Min: "-inf", Count: int64(fetch)})
+		outboxes, err := s.pull(ctx, celebs, max, fetch)
+		if err != nil {
+			return nil, nil, view{}, false, err
 		}
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, nil, view{}, false, fmt.Errorf("feed: read celebrity outboxes: %w", err)
-		}
-		for _, cmd := range cmds {
-			es := make([]entry, len(cmd.Val()))
-			for j, id := range cmd.Val() {
-				es[j] = entry{id: id}
-			}
-			sources = append(sources, es)
-		}
+		sources = append(sources, outboxes...)
 	}
 	keys := []string{s.userKey(reader, "inbox")}
 	for _, c := range celebs {
@@ -240,6 +231,79 @@ func (s *Service) candidates(ctx context.Context, reader string, pos position, f
 		out, more = out[:fetch], true
 	}
 	return out, posts, g, more, nil
+}
+
+// pull reads the newest fetch ids at or below max of each celebrity's
+// outbox, in one pipeline: for a first page (max "+inf") with the head kept
+// in memory (pulls), only the outbox's version token, and the ids kept when
+// it has not changed; otherwise the token, then the ids (kept for the next
+// page). Heads whose token changed are read in a second pipeline.
+func (s *Service) pull(ctx context.Context, celebs []string, max string, fetch int) ([][]entry, error) {
+	out := make([][]entry, len(celebs))
+	first := max == "+inf"
+	now := time.Now()
+	todo := make([]int, 0, len(celebs)) // celebs whose ids must be read
+	var kept []pulled
+	var keptAt []int
+	var toks []*redis.StringCmd
+	pipe := s.rdb.Pipeline()
+	for i, c := range celebs {
+		if p, ok := s.pulls.get(c, fetch, now); first && ok {
+			kept, keptAt = append(kept, p), append(keptAt, i)
+			toks = append(toks, pipe.Get(ctx, s.userKey(c, "outver")))
+		} else {
+			todo = append(todo, i)
+		}
+	}
+	if len(toks) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("feed: read celebrity outbox versions: %w", err)
+		}
+		for k, p := range kept {
+			if tok, err := toks[k].Result(); err == nil && tok == p.token {
+				out[keptAt[k]] = entries(p.ids[:min(fetch, len(p.ids))])
+			} else {
+				todo = append(todo, keptAt[k])
+			}
+		}
+	}
+	if len(todo) == 0 {
+		return out, nil
+	}
+	pipe = s.rdb.Pipeline()
+	toks = toks[:0]
+	ranges := make([]*redis.StringSliceCmd, len(todo))
+	for k, i := range todo {
+		if first && s.pulls != nil {
+			// the token first: ids read after it are at least as new
+			toks = append(toks, pipe.Get(ctx, s.userKey(celebs[i], "outver")))
+		}
+		ranges[k] = pipe.ZRevRangeByScore(ctx, s.userKey(celebs[i], "outbox"), &redis.ZRangeBy{Max: max, Min: "-inf", Count: int64(fetch)})
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("feed: read celebrity outboxes: %w", err)
+	}
+	for k, i := range todo {
+		if err := ranges[k].Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("feed: read celebrity outboxes: %w", err)
+		}
+		ids := ranges[k].Val()
+		out[i] = entries(ids)
+		if len(toks) > 0 {
+			tok, _ := toks[k].Result()
+			s.pulls.put(celebs[i], tok, ids, fetch, now)
+		}
+	}
+	return out, nil
+}
+
+// entries are ids read from a source, unscored.
+func entries(ids []string) []entry {
+	es := make([]entry, len(ids))
+	for j, id := range ids {
+		es[j] = entry{id: id}
+	}
+	return es
 }
 
 // scoreSources gives each entry of sources (in the order each source was
