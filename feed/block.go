@@ -106,7 +106,7 @@ func (s *Service) Unmute(ctx context.Context, user, author string) (err error) {
 func (s *Service) forgetMutes(ctx context.Context, user string) error {
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Incr(ctx, s.userKey(user, "gen"))
-		p.Del(ctx, s.userKey(user, "muted"))
+		p.Del(ctx, s.userKey(user, "muted"), s.userKey(user, "viewtok"))
 		return nil
 	})
 	if err != nil {

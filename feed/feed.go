@@ -94,7 +94,9 @@ type Config struct {
 	// LocalCost bounds the local cache, in posts [100,000]. Beside the posts
 	// the process keeps, for LocalTTL too, the newest ids of up to 10,000
 	// pulled celebrities' outboxes, each checked against the outbox's
-	// version at every read (see Timeline).
+	// version at every read, and readers' followees and mutes (up to
+	// 1,000,000 names in all), checked by a token every change drops (see
+	// Timeline).
 	LocalCost int64
 	// CacheTTL is how long Redis keeps a post [1h]; NegativeTTL how long a
 	// missing post is remembered [1m].
@@ -139,6 +141,7 @@ type Service struct {
 
 	local  *ristretto.Cache[int64, *Post]
 	pulls  *pulls // nil when LocalTTL is 0
+	views  *views // nil when LocalTTL is 0
 	flight singleflight.Group
 
 	ids       *gene.IDs
@@ -213,7 +216,7 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 		if err != nil {
 			return nil, fmt.Errorf("%w: local cache: %w", ErrConfig, err)
 		}
-		s.pulls = newPulls(cfg.LocalTTL, maxPulls)
+		s.pulls, s.views = newPulls(cfg.LocalTTL, maxPulls), newViews(cfg.LocalTTL)
 	}
 	return s, nil
 }

@@ -9,7 +9,7 @@ local gen = redis.call('GET', KEYS[2]) or ''
 if gen ~= ARGV[1] then
   return 0
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[3])
 redis.call('SADD', KEYS[1], '~')
 for i = 3, #ARGV, 1000 do
   redis.call('SADD', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))

@@ -88,7 +88,7 @@ func (s *Service) finishFollow(ctx context.Context, follower, followee string) e
 }
 
 func (s *Service) regraph(ctx context.Context, reader string, args []any) error {
-	ks := []string{s.userKey(reader, "following"), s.userKey(reader, "gen"), s.userKey(reader, "inbox")}
+	ks := []string{s.userKey(reader, "following"), s.userKey(reader, "gen"), s.userKey(reader, "inbox"), s.userKey(reader, "viewtok")}
 	if err := regraphScript.Run(ctx, s.rdb, ks, args...).Err(); err != nil {
 		return fmt.Errorf("feed: update %s's cached graph: %w", reader, err)
 	}

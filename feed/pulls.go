@@ -77,3 +77,74 @@ func newToken() string {
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// views keeps readers' followees and mutes in memory under the view token
+// read.lua gave with them: while the token exists unchanged in Redis no
+// writer touched either set (each drops it), so a read that presents it is
+// answered without the sets. Entries live at most ttl, and the sets kept
+// hold at most maxViewMembers names in all.
+type views struct {
+	ttl     time.Duration
+	mu      sync.Mutex
+	m       map[string]keptView
+	members int
+}
+
+// maxViewMembers bounds the names views keep, over all readers.
+const maxViewMembers = 1_000_000
+
+type keptView struct {
+	token string
+	v     view
+	until time.Time
+}
+
+func newViews(ttl time.Duration) *views { return &views{ttl: ttl, m: map[string]keptView{}} }
+
+func (kv keptView) size() int { return len(kv.v.following) + len(kv.v.muted) + 1 }
+
+// token returns the token reader's kept view is held under ("" for none).
+func (c *views) token(reader string, now time.Time) (keptView, bool) {
+	if c == nil {
+		return keptView{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kv, ok := c.m[reader]
+	if ok && !now.Before(kv.until) {
+		delete(c.m, reader)
+		c.members -= kv.size()
+		ok = false
+	}
+	return kv, ok
+}
+
+// put keeps v for reader under token ("": nothing is kept, and what was
+// kept goes).
+func (c *views) put(reader, token string, v view, now time.Time) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.m[reader]; ok {
+		delete(c.m, reader)
+		c.members -= old.size()
+	}
+	if token == "" {
+		return
+	}
+	kv := keptView{token: token, v: v, until: now.Add(c.ttl)}
+	if kv.size() > maxViewMembers/10 {
+		return
+	}
+	for k, old := range c.m { // full: drop at random (map order)
+		if c.members+kv.size() <= maxViewMembers {
+			break
+		}
+		delete(c.m, k)
+		c.members -= old.size()
+	}
+	c.m[reader] = kv
+	c.members += kv.size()
+}

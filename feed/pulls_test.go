@@ -1,6 +1,7 @@
 package feed_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -24,18 +25,7 @@ func TestPulledHeadsFollowOtherProcesses(t *testing.T) {
 	for _, body := range []string{"one", "two", "three"} {
 		ids = append(ids, f.post("star", body).ID)
 	}
-	page := func(s *feed.Service) []int64 {
-		t.Helper()
-		p, err := s.Timeline(f.ctx, "reader", "", 20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []int64
-		for _, post := range p.Posts {
-			got = append(got, post.ID)
-		}
-		return got
-	}
+	page := func(s *feed.Service) []int64 { t.Helper(); return firstPage(t, s, "reader") }
 	newest := slices.Clone(ids)
 	slices.Reverse(newest)
 	if got := page(f.s); !slices.Equal(got, newest) {
@@ -69,4 +59,76 @@ func TestPulledHeadsFollowOtherProcesses(t *testing.T) {
 	if got := page(f.s); !slices.Equal(got, want) {
 		t.Fatalf("after another process deleted %d: %v, want %v", ids[1], got, want)
 	}
+}
+
+// A process keeps a reader's followees and mutes in memory under a token
+// that every change drops: a mute, an unmute, an unfollow, a follow and a
+// block made through another app server change this process's next page at
+// once, though the process keeps posts for an hour.
+func TestKeptViewsFollowOtherProcesses(t *testing.T) {
+	f := newFixture(t, testenv.NewRedis(t), feed.Config{LocalTTL: time.Hour})
+	other := f.twin(f.r.Client)
+	if err := f.s.Promote(f.ctx, "star"); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"ann", "bob", "star"} {
+		f.follow("reader", a)
+	}
+	posts := map[string]int64{}
+	for _, a := range []string{"ann", "bob", "star", "cat"} {
+		posts[a] = f.post(a, "by-"+a).ID
+	}
+	f.fanout()
+	page := func() []int64 { t.Helper(); return firstPage(t, f.s, "reader") }
+	of := func(authors ...string) []int64 {
+		var ids []int64
+		for _, a := range []string{"cat", "star", "bob", "ann"} { // newest first
+			if slices.Contains(authors, a) {
+				ids = append(ids, posts[a])
+			}
+		}
+		return ids
+	}
+	check := func(what string, authors ...string) {
+		t.Helper()
+		for range 2 { // the second read is served under the kept token
+			if got, want := page(), of(authors...); !slices.Equal(got, want) {
+				t.Fatalf("%s: page %v, want %v (posts of %v)", what, got, want, authors)
+			}
+		}
+	}
+	check("at first", "ann", "bob", "star")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(other.Mute(f.ctx, "reader", "bob"))
+	check("bob muted elsewhere", "ann", "star")
+	must(other.Mute(f.ctx, "reader", "star"))
+	check("star muted elsewhere", "ann")
+	must(other.Unmute(f.ctx, "reader", "bob"))
+	must(other.Unmute(f.ctx, "reader", "star"))
+	check("both unmuted elsewhere", "ann", "bob", "star")
+	must(other.Unfollow(f.ctx, "reader", "ann"))
+	check("ann unfollowed elsewhere", "bob", "star")
+	must(other.Follow(f.ctx, "reader", "cat"))
+	check("cat followed elsewhere", "bob", "star", "cat")
+	must(other.Block(f.ctx, "star", "reader"))
+	check("reader blocked by star elsewhere", "bob", "cat")
+}
+
+// firstPage is the ids of reader's first 20-post page.
+func firstPage(t *testing.T, s *feed.Service, reader string) []int64 {
+	t.Helper()
+	p, err := s.Timeline(context.Background(), reader, "", 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, post := range p.Posts {
+		got = append(got, post.ID)
+	}
+	return got
 }

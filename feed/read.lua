@@ -5,11 +5,17 @@
 -- KEYS[2] following (set of followees plus the marker "~")
 -- KEYS[3] pushed (list of "score:id" fan-out appended, after a marker "~")
 -- KEYS[4] muted (set of muted authors plus the marker "~")
+-- KEYS[5] the view token: a random string that exists only while neither
+--         set changed since it was set (every writer of either set drops it)
 -- ARGV[1] highest score to return (inclusive, or "+inf"), ARGV[2] how many,
 -- ARGV[3] active period in ms (the TTL the keys get), ARGV[4] inbox cap,
--- ARGV[5] slack
+-- ARGV[5] slack, ARGV[6] the view token the caller holds the two sets for
+-- ("" for none), ARGV[7] a fresh token, set when both sets exist and no
+-- token does
 -- Returns {inbox state (0 missing, 1 building, 2 built), following exists
--- (0/1), {id, …}, {followee, …}, muted exists (0/1), {muted, …}}: ids
+-- (0/1; 2: the caller's token holds, the sets are not sent), {id, …},
+-- {followee, …}, muted exists (0/1/2), {muted, …}, the token ("" for
+-- none)}: ids
 -- without their scores, which the caller takes from the posts (Redis 7.0
 -- formats a score in a reply at about 0.6 µs). An inbox without its pushed list
 -- (lost in a failover) is missing: fan-out could not reach it.
@@ -61,6 +67,13 @@ if st then
     state = 1
   end
 end
+local tok = redis.call('GET', KEYS[5])
+if tok and tok == ARGV[6] then
+  if renew then
+    redis.call('PEXPIRE', KEYS[5], ttl)
+  end
+  return {state, 2, entries, {}, 2, {}, tok}
+end
 local following = redis.call('SMEMBERS', KEYS[2])
 local have = #following > 0 and 1 or 0
 if have == 1 and renew then
@@ -71,4 +84,14 @@ local haveMuted = #muted > 0 and 1 or 0
 if haveMuted == 1 and renew then
   redis.call('PEXPIRE', KEYS[4], ttl)
 end
-return {state, have, entries, following, haveMuted, muted}
+if have == 1 and haveMuted == 1 then
+  if not tok then
+    tok = ARGV[7]
+    redis.call('SET', KEYS[5], tok, 'PX', ttl)
+  elseif renew then
+    redis.call('PEXPIRE', KEYS[5], ttl)
+  end
+else
+  tok = ''
+end
+return {state, have, entries, following, haveMuted, muted, tok}

@@ -49,7 +49,7 @@ func (s *Service) cacheSet(ctx context.Context, reader, part string, read func(c
 		args = append(args, f)
 		set[f] = true
 	}
-	if err := followingScript.Run(ctx, s.rdb, []string{s.userKey(reader, part), s.userKey(reader, "gen")}, args...).Err(); err != nil {
+	if err := followingScript.Run(ctx, s.rdb, []string{s.userKey(reader, part), s.userKey(reader, "gen"), s.userKey(reader, "viewtok")}, args...).Err(); err != nil {
 		return nil, fmt.Errorf("feed: cache %s: %w", part, err)
 	}
 	return set, nil

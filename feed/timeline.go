@@ -392,16 +392,34 @@ func (s *Service) readInbox(ctx context.Context, reader string, pos position, fe
 	if pos.score > 0 {
 		max = strconv.FormatInt(pos.score, 10)
 	}
-	ks := []string{s.userKey(reader, "inbox"), s.userKey(reader, "following"), s.userKey(reader, "pushed"), s.userKey(reader, "muted")}
+	ks := []string{s.userKey(reader, "inbox"), s.userKey(reader, "following"), s.userKey(reader, "pushed"), s.userKey(reader, "muted"), s.userKey(reader, "viewtok")}
 	for attempt := 0; ; attempt++ {
-		res, err := readScript.Run(ctx, s.rdb, ks, max, fetch, s.cfg.ActivePeriod.Milliseconds(), s.cfg.InboxCap, s.cfg.InboxSlack).Slice()
+		now := time.Now()
+		kept, ok := s.views.token(reader, now)
+		held, fresh := "", ""
+		if ok {
+			held = kept.token
+		}
+		if s.views != nil {
+			fresh = newToken()
+		}
+		res, err := readScript.Run(ctx, s.rdb, ks, max, fetch, s.cfg.ActivePeriod.Milliseconds(), s.cfg.InboxCap, s.cfg.InboxSlack, held, fresh).Slice()
 		if err != nil {
 			return nil, view{}, fmt.Errorf("feed: read inbox: %w", err)
 		}
 		state, _ := res[0].(int64)
 		have, _ := res[1].(int64)
 		haveMuted, _ := res[4].(int64)
-		g := view{following: parseSet(res[3]), muted: parseSet(res[5])}
+		var g view
+		if have == 2 && held != "" {
+			g, have, haveMuted = kept.v, 1, 1
+		} else {
+			g = view{following: parseSet(res[3]), muted: parseSet(res[5])}
+			if have == 1 && haveMuted == 1 {
+				tok, _ := res[6].(string)
+				s.views.put(reader, tok, g, now)
+			}
+		}
 		if state == 2 && have == 1 && haveMuted == 1 {
 			return parseInbox(res[2]), g, nil
 		}
