@@ -18,6 +18,11 @@ var visitsLua string
 
 var visitsScript = redis.NewScript(visitsLua)
 
+//go:embed linkset.lua
+var linkSetLua string
+
+var linkSetScript = redis.NewScript(linkSetLua)
+
 // CacheStats counts where lookups were answered.
 type CacheStats struct {
 	LocalHits, RedisHits, SQLReads int64
@@ -77,7 +82,9 @@ func (s *Service) lookupShared(ctx context.Context, code string) (*Link, error) 
 		return nil, ErrNotFound
 	case err == nil:
 		var l Link
-		if err := json.Unmarshal([]byte(raw), &l); err == nil {
+		// Version 0: an entry from before versions, which an edit's
+		// compare-and-set cannot order; read the row again.
+		if err := json.Unmarshal([]byte(raw), &l); err == nil && l.Version > 0 {
 			s.stats.add(layerRedis, resultHit)
 			return &l, nil
 		}
@@ -99,10 +106,20 @@ func (s *Service) lookupShared(ctx context.Context, code string) (*Link, error) 
 	}
 	s.stats.add(layerSQL, resultHit)
 	l := r.link()
-	if b, err := json.Marshal(l); err == nil {
-		s.rdb.Set(ctx, key, b, s.ttl(l, s.cfg.RedisTTL))
-	}
+	s.fill(ctx, l) // a failed fill costs the next lookup a SQL read, nothing more
 	return l, nil
+}
+
+// fill stores l in Redis unless Redis holds the same or a newer version of
+// it: a reader that read the row before an edit committed cannot replace
+// the edit's entry with the old link.
+func (s *Service) fill(ctx context.Context, l *Link) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	ttl := s.ttl(l, s.cfg.RedisTTL)
+	return linkSetScript.Run(ctx, s.rdb, []string{s.space.Key(l.Code, "link")}, l.Version, b, ttl.Milliseconds()).Err()
 }
 
 // remember puts a link (nil for a miss) in the local cache.
@@ -112,6 +129,9 @@ func (s *Service) remember(code string, l *Link) {
 	}
 	ttl := s.cfg.NegativeTTL
 	if l != nil {
+		if c, ok := s.local.Get(code); ok && c.link != nil && c.link.Version > l.Version {
+			return // an edit put a newer version here while l was read
+		}
 		ttl = s.ttl(l, s.cfg.LocalTTL)
 	}
 	s.local.SetWithTTL(code, &cached{link: l}, 1, min(ttl, s.cfg.LocalTTL))
@@ -143,10 +163,7 @@ func (s *Service) forget(ctx context.Context, code string) error {
 // redirect. A random request id makes the script safe to run twice: a call
 // whose reply is lost and that go-redis sends again counts once.
 func (s *Service) visit(ctx context.Context, l *Link) error {
-	life := 30 * 24 * time.Hour
-	if !l.ExpiresAt.IsZero() {
-		life = max(time.Millisecond, l.ExpiresAt.Sub(s.cfg.Now()))
-	}
+	life := s.visitLife(l)
 	request := strconv.FormatUint(rand.Uint64(), 36)
 	keys := []string{s.space.Key(l.Code, "visits"), s.space.Key(l.Code, "visit", request)}
 	n, err := visitsScript.Run(ctx, s.rdb, keys, l.MaxVisits, "", life.Milliseconds(), visitMarkerLife.Milliseconds()).Int64()
@@ -164,6 +181,15 @@ func (s *Service) visit(ctx context.Context, l *Link) error {
 		return ErrMaxVisits
 	}
 	return nil
+}
+
+// visitLife is how long l's visit counter is kept: until l expires, or for 30
+// days from its first visit (re-seeded from the clicks after).
+func (s *Service) visitLife(l *Link) time.Duration {
+	if l.ExpiresAt.IsZero() {
+		return 30 * 24 * time.Hour
+	}
+	return max(time.Millisecond, l.ExpiresAt.Sub(s.cfg.Now()))
 }
 
 // visitMarkerLife is how long a visit's request id is remembered: well past

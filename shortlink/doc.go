@@ -1,7 +1,7 @@
 // Package shortlink is a TinyURL-class link shortener: Shorten, Resolve,
-// Delete, Stats, a public redirect handler (RedirectHandler) and a JSON
-// API handler that acts for the owner a service's authorizer names
-// (APIHandler).
+// Update, History, Delete, Stats, a public redirect handler
+// (RedirectHandler) and a JSON API handler that acts for the owner a
+// service's authorizer names (APIHandler).
 //
 // Seed: 1M new links a day, 100 reads each (≈3,500 reads/s at peak), 300
 // bytes a record, 110 GB a year, 256 tables. Storage is SQL through shard
@@ -20,6 +20,24 @@
 // SQL query (singleflight). Creating or deleting a link drops it from Redis
 // and from this process's cache at once; other processes may serve a deleted
 // link for up to LocalTTL.
+//
+// Editing: Update changes a link's destination (validated as Shorten's),
+// expiry, visit limit or redirect status, as an actor; clicks and visits
+// spent are kept, and expired or used-up links can be revived. Each change
+// makes a new Link.Version and a Revision (who, when, the settings before
+// and after) in one SQL transaction with the link, in a history table
+// beside the link's table (links_007_history next to links_007: the same
+// database, so one local transaction, sharded as the links are); History
+// reads it newest first. Update.IfVersion is a compare-and-set: of editors
+// racing from one version exactly one wins and the others get ErrConflict,
+// and an Update sent again after a lost reply succeeds without applying
+// twice. Cache bound: when Update returns, Redis and this process's cache
+// hold the new version; other processes serve the old one for at most
+// LocalTTL (counted from the end of a lookup they had in flight). Redis
+// entries carry the version and are written by a compare-and-set script,
+// so a reader that read the old row and fills Redis after the edit
+// cannot put it back; an edit never removes an entry, so it never makes a
+// live code look missing.
 //
 // Numbers are bounded before use: a link expires (TTL or ExpiresAt, to the
 // millisecond) after now and at most MaxLifetime (100 years) ahead; a visit
@@ -95,13 +113,15 @@
 //
 // Operations are shorten (Shorten, POST /api/links), resolve (Resolve,
 // ResolveWith), redirect (GET and HEAD /{code}), stats (Stats, GET
-// /api/links/{code}), delete (Delete, DELETE /api/links/{code}) and qr
-// (QRCode, GET /{code}/qr); a
+// /api/links/{code}), update (Update, PATCH /api/links/{code}), history
+// (History, GET /api/links/{code}/history), delete (Delete, DELETE
+// /api/links/{code}) and qr (QRCode, GET /{code}/qr); a
 // request to the handlers counts once, as its route's operation (a redirect
 // is not also a resolve), with what it refused before the Service's method
 // included. Outcomes are ok, refused, canceled and error; a refusal's
 // reason is invalid (URL, alias, options or request body), blocked (a
-// blocklisted domain), alias_taken, rate_limited (the create or the miss
+// blocklisted domain), alias_taken, conflict (an Update's IfVersion is not
+// the link's version), rate_limited (the create or the miss
 // limit), not_found, expired, max_visits (the visit limit used up) or
 // closed (after Close). Anything else — Redis or SQL failing, five
 // generated codes in a row taken — is an error. No attribute holds a code,

@@ -12,3 +12,10 @@ func (s *Service) WaitLocal() { s.local.Wait() }
 func (s *Service) ResolveUninstrumented(ctx context.Context, code string) (*Link, error) {
 	return s.resolveWith(ctx, code, ResolveOptions{})
 }
+
+// FillRedis stores l in Redis as a lookup that read it from SQL does, so
+// that a test can play a slow reader filling an old row after an edit.
+func (s *Service) FillRedis(ctx context.Context, l *Link) error { return s.fill(ctx, l) }
+
+// RememberLocal stores l in the local cache as a lookup that read it does.
+func (s *Service) RememberLocal(l *Link) { s.remember(l.Code, l); s.local.Wait() }

@@ -43,16 +43,24 @@ func (s *Service) RedirectHandler(clientIP func(*http.Request) string) http.Hand
 //	                          or repeated fields and data after the object), 409 alias taken,
 //	                          413 over 16 KiB, 429 with Retry-After
 //	GET    /api/links/{code}  → 200 {"code", "clicks"}
+//	PATCH  /api/links/{code}  {"url", "ttl_seconds", "expires_at", "never_expires", "max_visits", "redirect",
+//	                          "if_version"}, each optional (as in Update; null is absent), parsed as strictly
+//	                          as the create body → 200 the link as it now is; 400, 409 when if_version
+//	                          is not the link's version, 413
+//	GET    /api/links/{code}/history?before=&limit=
+//	                          → 200 {"code", "revisions": […], "next_before"}, newest first (History);
+//	                          next_before, when there are older revisions, is the next page's before
 //	DELETE /api/links/{code}  → 204
 //
 // authorize says who is asking: ok false answers 401 and does nothing; a
 // link is created with the owner it returns, and only that owner reads or
-// deletes it — for anyone else the code is 404, as for a code that does
-// not exist, so the API confirms nothing about others' links. The block
+// edits or deletes it, and the owner is the actor its edits record — for
+// anyone else the code is 404, as for a code that does not exist, so the
+// API confirms nothing about others' links. The block
 // does no authentication: authorize is the service's (a session, an API
-// key). The two code routes are held to the miss limit like redirects;
+// key). The code routes are held to the miss limit like redirects;
 // clientIP is as for RedirectHandler. Each request counts once, as the
-// operation shorten, stats or delete, refusals met before the Service's
+// operation shorten, stats, update, history or delete, refusals met before the Service's
 // method — unauthorized, a malformed body, a spent miss budget — included.
 func (s *Service) APIHandler(authorize func(*http.Request) (owner string, ok bool), clientIP func(*http.Request) string) http.Handler {
 	if authorize == nil {
@@ -63,6 +71,8 @@ func (s *Service) APIHandler(authorize func(*http.Request) (owner string, ok boo
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/links", h.create)
 	mux.HandleFunc("GET /api/links/{code}", h.stats)
+	mux.HandleFunc("PATCH /api/links/{code}", h.update)
+	mux.HandleFunc("GET /api/links/{code}/history", h.history)
 	mux.HandleFunc("DELETE /api/links/{code}", h.delete)
 	return mux
 }
@@ -81,6 +91,8 @@ func (s *Service) Handler(clientIP func(*http.Request) string) http.Handler {
 	mux.HandleFunc("GET /{code}/qr", h.qr)
 	mux.HandleFunc("POST /api/links", h.create)
 	mux.HandleFunc("GET /api/links/{code}", h.stats)
+	mux.HandleFunc("PATCH /api/links/{code}", h.update)
+	mux.HandleFunc("GET /api/links/{code}/history", h.history)
 	mux.HandleFunc("DELETE /api/links/{code}", h.delete)
 	return mux
 }
@@ -305,7 +317,7 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusGone
 	case errors.Is(err, ErrRateLimited):
 		status = http.StatusTooManyRequests
-	case errors.Is(err, ErrAliasTaken):
+	case errors.Is(err, ErrAliasTaken), errors.Is(err, ErrConflict):
 		status = http.StatusConflict
 	case errors.Is(err, errBody), errors.Is(err, ErrInvalidURL), errors.Is(err, ErrInvalidAlias), errors.Is(err, ErrInvalidOptions):
 		status = http.StatusBadRequest

@@ -16,8 +16,8 @@ import (
 // instruments are the Service's metrics and spans (see doc.go,
 // Observability).
 type instruments struct {
-	shorten, resolve, redirect, del, stats, qr *obs.Op
-	lookups                                    *obs.Registration
+	shorten, resolve, redirect, del, stats, qr, update, history *obs.Op
+	lookups                                                     *obs.Registration
 }
 
 // The cache layers a lookup walks, and what each one answered.
@@ -66,6 +66,7 @@ var refusals = []obs.Reason{
 	{Err: ErrInvalidOptions, Name: "invalid"},
 	{Err: errBody, Name: "invalid"},
 	{Err: ErrAliasTaken, Name: "alias_taken"},
+	{Err: ErrConflict, Name: "conflict"},
 	{Err: ErrRateLimited, Name: "rate_limited"},
 	{Err: ErrNotFound, Name: "not_found"},
 	{Err: ErrMaxVisits, Name: "max_visits"},
@@ -95,6 +96,8 @@ func newInstruments(counts *cacheCounters, mp metric.MeterProvider, tp trace.Tra
 		del:      b.Op("delete", classify, "not_found", "rate_limited", "unauthorized"),
 		stats:    b.Op("stats", classify, "not_found", "rate_limited", "unauthorized"),
 		qr:       b.Op("qr", classify, append(read, "invalid")...),
+		update:   b.Op("update", classify, "invalid", "blocked", "not_found", "conflict", "rate_limited", "closed", "unauthorized"),
+		history:  b.Op("history", classify, "invalid", "not_found", "rate_limited", "unauthorized"),
 	}
 	lookups, err := b.Meter().Int64ObservableCounter("casebook.shortlink.cache.lookups", metric.WithUnit("{lookup}"),
 		metric.WithDescription("Link lookups by cache layer (local, redis, sql) and the layer's answer (hit, negative, miss, error)."))

@@ -26,7 +26,8 @@ import (
 // A scripted run read through the OpenTelemetry SDK — shortens (good, bad,
 // blocked, a taken alias, over the create limit), resolves answered by each
 // cache layer, found, unknown, expired, used up, over the miss limit,
-// canceled, failed and after Close, stats, deletes and the handler's routes
+// canceled, failed and after Close, stats, deletes, updates (made, bad,
+// blocked, a conflict, unknown), histories and the handler's routes
 // — with every operation count, duration count, cache lookup and span
 // exact.
 func TestMetricsAndSpans(t *testing.T) {
@@ -181,6 +182,28 @@ func TestMetricsAndSpans(t *testing.T) {
 	done("stats", err, shortlink.ErrNotFound, "not_found")
 	done("delete", a.Delete(ctx, codes[3]), nil, "ok")
 	done("delete", a.Delete(ctx, codes[3]), shortlink.ErrNotFound, "not_found")
+	edited := shorten(a, "https://example.com/edit", shortlink.Options{}, nil, "ok")
+	update := func(code string, u shortlink.Update, wantErr error, outcome string) {
+		t.Helper()
+		_, err := a.Update(ctx, code, u)
+		done("update", err, wantErr, outcome)
+	}
+	update(edited, shortlink.Update{URL: new("https://example.com/edited")}, nil, "ok")
+	update(edited, shortlink.Update{URL: new("ftp://example.com/")}, shortlink.ErrInvalidURL, "invalid")
+	update(edited, shortlink.Update{URL: new("https://www.blocked.example/")}, shortlink.ErrBlocked, "blocked")
+	update(edited, shortlink.Update{URL: new("https://example.com/late"), IfVersion: 1}, shortlink.ErrConflict, "conflict")
+	update("nosuchcode", shortlink.Update{URL: new("https://example.com/x")}, shortlink.ErrNotFound, "not_found")
+	_, err = a.History(ctx, edited, shortlink.HistoryOptions{})
+	done("history", err, nil, "ok")
+	_, err = a.History(ctx, "nosuchcode", shortlink.HistoryOptions{})
+	done("history", err, shortlink.ErrNotFound, "not_found")
+	_, err = a.History(ctx, edited, shortlink.HistoryOptions{Limit: -1})
+	done("history", err, shortlink.ErrInvalidOptions, "invalid")
+	route("update", "PATCH", "/api/links/"+edited, "198.51.100.2", `{"redirect":301}`, 200, "ok")
+	route("update", "PATCH", "/api/links/"+edited, "198.51.100.2", `{"Redirect":301}`, 400, "invalid")
+	route("update", "PATCH", "/api/links/"+edited, "198.51.100.2", `{"redirect":302,"if_version":1}`, 409, "conflict")
+	route("history", "GET", "/api/links/"+edited+"/history", "198.51.100.2", "", 200, "ok")
+	route("history", "GET", "/api/links/"+edited+"/history?limit=0", "198.51.100.2", "", 400, "invalid")
 	_, err = a.QRCode(ctx, codes[1], shortlink.QRPNG, 10, shortlink.ResolveOptions{}) // refused before any lookup
 	done("qr", err, shortlink.ErrInvalidOptions, "invalid")
 

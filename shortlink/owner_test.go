@@ -117,8 +117,9 @@ func TestOwnerValidated(t *testing.T) {
 	}
 }
 
-// Migrate adds the owner column to link tables an earlier version made,
-// whose links keep working with no owner; migrating again changes nothing.
+// Migrate adds the owner and version columns to link tables an earlier
+// version made, whose links keep working with no owner, at version 1, and
+// can be edited; migrating again changes nothing.
 func TestMigrateAddsOwnerColumn(t *testing.T) {
 	ctx := context.Background()
 	r := testenv.NewRedis(t)
@@ -155,6 +156,15 @@ func TestMigrateAddsOwnerColumn(t *testing.T) {
 	}
 	if st, err := s.Stats(ctx, "before-owners"); err != nil || st.Clicks != 1 {
 		t.Fatalf("its stats: %+v, %v", st, err)
+	}
+	if l.Version != 1 {
+		t.Fatalf("the old link at version %d, want 1", l.Version)
+	}
+	if l, err := s.Update(ctx, "before-owners", shortlink.Update{URL: new("https://example.com/edited"), IfVersion: 1}); err != nil || l.Version != 2 {
+		t.Fatalf("editing the old link: %+v, %v", l, err)
+	}
+	if revs, err := s.History(ctx, "before-owners", shortlink.HistoryOptions{}); err != nil || len(revs) != 1 || revs[0].Before.URL != "https://example.com/old" {
+		t.Fatalf("its history: %+v, %v", revs, err)
 	}
 	nl, err := s.Shorten(ctx, "https://example.com/new", shortlink.Options{Owner: "carol"})
 	if err != nil {

@@ -361,8 +361,10 @@ func set(xs []string) map[string]bool {
 	return m
 }
 
-// Migrate creates the link tables, the code counter table and the table of
-// the stored code key if they do not exist.
+// Migrate creates the link tables and their history tables, the code
+// counter table and the table of the stored code key if they do not exist,
+// and adds the columns of later versions (owner, version) to link tables
+// made before them. Processes migrating at once are safe.
 func (s *Service) Migrate(ctx context.Context) error {
 	if err := s.segments.CreateTable(ctx); err != nil {
 		return err
@@ -370,10 +372,17 @@ func (s *Service) Migrate(ctx context.Context) error {
 	if err := s.createMeta(ctx); err != nil {
 		return err
 	}
-	if err := s.router.CreateTables(ctx, linksDDL(s.router.All()[0].DB)); err != nil {
+	db := s.router.All()[0].DB
+	if err := s.router.CreateTables(ctx, linksDDL(db)); err != nil {
 		return err
 	}
-	return s.addOwnerColumns(ctx)
+	if err := s.addColumn(ctx, "owner", ownerColumn(db)); err != nil {
+		return err
+	}
+	if err := s.addColumn(ctx, "version", versionColumn); err != nil {
+		return err
+	}
+	return s.router.CreateTables(ctx, historyDDL(db))
 }
 
 // Shutdown stops the Service's goroutines — the code segment's prefetch,
@@ -425,6 +434,7 @@ type Link struct {
 	MaxVisits int64     `json:"max_visits,omitempty"` // 0: unlimited
 	Redirect  int       `json:"redirect,omitempty"`   // 0: the service default
 	Owner     string    `json:"owner,omitempty"`      // Options.Owner; "" for none
+	Version   int64     `json:"version"`              // 1 when made, one more with each Update
 }
 
 // Bounds of Options: a link expires at most MaxLifetime after it is made,
@@ -489,7 +499,7 @@ func (s *Service) shorten(ctx context.Context, longURL string, o Options) (*Link
 	case !validOwner(o.Owner):
 		return nil, fmt.Errorf("%w: owner %.64q (at most %d bytes of UTF-8, no control characters)", ErrInvalidOptions, o.Owner, MaxOwner)
 	}
-	l := &Link{URL: target, CreatedAt: now.Truncate(time.Millisecond), ExpiresAt: expires, MaxVisits: o.MaxVisits, Redirect: o.Redirect, Owner: o.Owner}
+	l := &Link{URL: target, CreatedAt: now.Truncate(time.Millisecond), ExpiresAt: expires, MaxVisits: o.MaxVisits, Redirect: o.Redirect, Owner: o.Owner, Version: 1}
 	if o.Alias != "" {
 		if err := s.validateAlias(o.Alias); err != nil {
 			return nil, err

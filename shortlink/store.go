@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -31,9 +32,37 @@ func linksDDL(db *sqlx.DB) string {
 	max_visits BIGINT NOT NULL DEFAULT 0,
 	redirect   SMALLINT NOT NULL DEFAULT 0,
 	clicks     BIGINT NOT NULL DEFAULT 0,
-	` + ownerColumn(db) + `
+	` + ownerColumn(db) + `,
+	` + versionColumn + `
 )`
 }
+
+// versionColumn counts a link's edits (1: never edited); Migrate adds it
+// to tables made before it existed, their links at version 1.
+const versionColumn = "version BIGINT NOT NULL DEFAULT 1"
+
+// historyDDL is the history of one link table's links, one row per edit,
+// beside the table in the same database so that an edit writes the link
+// and its revision in one local transaction, and sharded as the links are.
+func historyDDL(db *sqlx.DB) string {
+	return `CREATE TABLE IF NOT EXISTS {{table}}` + historySuffix + ` (
+	code           ` + sqlutil.BinaryKey(db, maxAlias) + ` NOT NULL,
+	version        BIGINT NOT NULL,
+	` + strings.Replace(ownerColumn(db), "owner", "actor", 1) + `,
+	edited_at      BIGINT NOT NULL,
+	old_url        VARCHAR(2048) NOT NULL,
+	new_url        VARCHAR(2048) NOT NULL,
+	old_expires_at BIGINT NOT NULL,
+	new_expires_at BIGINT NOT NULL,
+	old_max_visits BIGINT NOT NULL,
+	new_max_visits BIGINT NOT NULL,
+	old_redirect   SMALLINT NOT NULL,
+	new_redirect   SMALLINT NOT NULL,
+	PRIMARY KEY (code, version)
+)`
+}
+
+const historySuffix = "_history"
 
 // ownerColumn is the links' owner, compared byte for byte (on MySQL a
 // binary string: a text column's default collation there would make
@@ -46,18 +75,19 @@ func ownerColumn(db *sqlx.DB) string {
 	return "owner VARCHAR(128) NOT NULL DEFAULT ''"
 }
 
-// addOwnerColumns adds the owner column to every link table that lacks
-// it (made by an earlier version); tables that have it are left alone.
-func (s *Service) addOwnerColumns(ctx context.Context) error {
+// addColumn adds the column name, defined by def, to every link table that
+// lacks it (made by an earlier version); tables that have it are left
+// alone.
+func (s *Service) addColumn(ctx context.Context, name, def string) error {
 	for _, sh := range s.router.All() {
-		if _, err := sh.DB.ExecContext(ctx, "SELECT owner FROM "+sh.Table+" WHERE 1 = 0"); err == nil {
+		if _, err := sh.DB.ExecContext(ctx, "SELECT "+name+" FROM "+sh.Table+" WHERE 1 = 0"); err == nil {
 			continue
 		}
-		if _, err := sh.DB.ExecContext(ctx, "ALTER TABLE "+sh.Table+" ADD COLUMN "+ownerColumn(sh.DB)); err != nil {
-			if _, again := sh.DB.ExecContext(ctx, "SELECT owner FROM "+sh.Table+" WHERE 1 = 0"); again == nil {
+		if _, err := sh.DB.ExecContext(ctx, "ALTER TABLE "+sh.Table+" ADD COLUMN "+def); err != nil {
+			if _, again := sh.DB.ExecContext(ctx, "SELECT "+name+" FROM "+sh.Table+" WHERE 1 = 0"); again == nil {
 				continue // another process added it meanwhile
 			}
-			return fmt.Errorf("shortlink: add the owner column to %s: %w", sh.Table, err)
+			return fmt.Errorf("shortlink: add the %s column to %s: %w", name, sh.Table, err)
 		}
 	}
 	return nil
@@ -72,10 +102,11 @@ type row struct {
 	Redirect  int    `db:"redirect"`
 	Clicks    int64  `db:"clicks"`
 	Owner     string `db:"owner"`
+	Version   int64  `db:"version"`
 }
 
 func (r row) link() *Link {
-	l := &Link{Code: r.Code, URL: r.URL, CreatedAt: time.UnixMilli(r.CreatedAt), MaxVisits: r.MaxVisits, Redirect: r.Redirect, Owner: r.Owner}
+	l := &Link{Code: r.Code, URL: r.URL, CreatedAt: time.UnixMilli(r.CreatedAt), MaxVisits: r.MaxVisits, Redirect: r.Redirect, Owner: r.Owner, Version: r.Version}
 	if r.ExpiresAt > 0 {
 		l.ExpiresAt = time.UnixMilli(r.ExpiresAt)
 	}
@@ -95,8 +126,8 @@ func unixMilli(t time.Time) int64 {
 func (s *Service) insert(ctx context.Context, l *Link) error {
 	sh := s.router.ByKey(l.Code)
 	_, err := sh.DB.ExecContext(ctx, "INSERT INTO "+sh.Table+
-		" (code, long_url, created_at, expires_at, max_visits, redirect, owner) VALUES (?, ?, ?, ?, ?, ?, ?)",
-		l.Code, l.URL, unixMilli(l.CreatedAt), unixMilli(l.ExpiresAt), l.MaxVisits, l.Redirect, l.Owner)
+		" (code, long_url, created_at, expires_at, max_visits, redirect, owner, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		l.Code, l.URL, unixMilli(l.CreatedAt), unixMilli(l.ExpiresAt), l.MaxVisits, l.Redirect, l.Owner, l.Version)
 	if sqlutil.IsDuplicate(err) {
 		return errDuplicate
 	}
@@ -109,7 +140,7 @@ func (s *Service) insert(ctx context.Context, l *Link) error {
 func (s *Service) load(ctx context.Context, code string) (row, error) {
 	sh := s.router.ByKey(code)
 	var r row
-	err := sh.DB.GetContext(ctx, &r, "SELECT code, long_url, created_at, expires_at, max_visits, redirect, clicks, owner FROM "+sh.Table+" WHERE code = ?", code)
+	err := sh.DB.GetContext(ctx, &r, "SELECT code, long_url, created_at, expires_at, max_visits, redirect, clicks, owner, version FROM "+sh.Table+" WHERE code = ?", code)
 	if errors.Is(err, sql.ErrNoRows) {
 		return row{}, ErrNotFound
 	}
@@ -119,22 +150,99 @@ func (s *Service) load(ctx context.Context, code string) (row, error) {
 	return r, nil
 }
 
-// remove deletes code's row; with owned, only if owner owns it (else
-// ErrNotFound, as for a code that does not exist).
+// remove deletes code's row and its history; with owned, only if owner
+// owns it (else ErrNotFound, as for a code that does not exist).
 func (s *Service) remove(ctx context.Context, code string, owned bool, owner string) error {
 	sh := s.router.ByKey(code)
 	q, args := "DELETE FROM "+sh.Table+" WHERE code = ?", []any{code}
 	if owned {
 		q, args = q+" AND owner = ?", append(args, owner)
 	}
-	res, err := sh.DB.ExecContext(ctx, q, args...)
+	return sqlutil.InTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("shortlink: delete from %s: %w", sh.Table, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrNotFound
+		}
+		// A code made again later starts a new history at version 1.
+		if _, err := tx.ExecContext(ctx, "DELETE FROM "+sh.Table+historySuffix+" WHERE code = ?", code); err != nil {
+			return fmt.Errorf("shortlink: delete from %s%s: %w", sh.Table, historySuffix, err)
+		}
+		return nil
+	})
+}
+
+// errRaced: another edit changed the link between its read and its update.
+var errRaced = errors.New("shortlink: edit raced")
+
+// commitEdit writes rev's new settings to its link, if the link is still at
+// the version before rev (else errRaced), and rev to the history, in one
+// transaction.
+func (s *Service) commitEdit(ctx context.Context, rev Revision) error {
+	sh := s.router.ByKey(rev.Code)
+	a, b := rev.After, rev.Before
+	return sqlutil.InTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
+		res, err := tx.ExecContext(ctx, "UPDATE "+sh.Table+" SET long_url = ?, expires_at = ?, max_visits = ?, redirect = ?, version = ? WHERE code = ? AND version = ?",
+			a.URL, unixMilli(a.ExpiresAt), a.MaxVisits, a.Redirect, rev.Version, rev.Code, rev.Version-1)
+		if err != nil {
+			return fmt.Errorf("shortlink: update %s: %w", sh.Table, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return errors.Join(errRaced, err)
+		}
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+sh.Table+historySuffix+
+			" (code, version, actor, edited_at, old_url, new_url, old_expires_at, new_expires_at, old_max_visits, new_max_visits, old_redirect, new_redirect)"+
+			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			rev.Code, rev.Version, rev.Actor, unixMilli(rev.At), b.URL, a.URL, unixMilli(b.ExpiresAt), unixMilli(a.ExpiresAt), b.MaxVisits, a.MaxVisits, b.Redirect, a.Redirect)
+		if err != nil {
+			return fmt.Errorf("shortlink: insert into %s%s: %w", sh.Table, historySuffix, err)
+		}
+		return nil
+	})
+}
+
+type revisionRow struct {
+	Version      int64  `db:"version"`
+	Actor        string `db:"actor"`
+	At           int64  `db:"edited_at"`
+	OldURL       string `db:"old_url"`
+	NewURL       string `db:"new_url"`
+	OldExpiresAt int64  `db:"old_expires_at"`
+	NewExpiresAt int64  `db:"new_expires_at"`
+	OldMaxVisits int64  `db:"old_max_visits"`
+	NewMaxVisits int64  `db:"new_max_visits"`
+	OldRedirect  int    `db:"old_redirect"`
+	NewRedirect  int    `db:"new_redirect"`
+}
+
+func fromMilli(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// revisions reads at most limit of code's revisions older than version
+// before, newest first.
+func (s *Service) revisions(ctx context.Context, code string, before int64, limit int) ([]Revision, error) {
+	sh := s.router.ByKey(code)
+	var rows []revisionRow
+	err := sh.DB.SelectContext(ctx, &rows, "SELECT version, actor, edited_at, old_url, new_url, old_expires_at, new_expires_at, old_max_visits, new_max_visits, old_redirect, new_redirect FROM "+
+		sh.Table+historySuffix+" WHERE code = ? AND version < ? ORDER BY version DESC LIMIT ?", code, before, limit)
 	if err != nil {
-		return fmt.Errorf("shortlink: delete from %s: %w", sh.Table, err)
+		return nil, fmt.Errorf("shortlink: read %s%s: %w", sh.Table, historySuffix, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return ErrNotFound
+	revs := make([]Revision, len(rows))
+	for i, r := range rows {
+		rev := Revision{Code: code, Version: r.Version, Actor: r.Actor, At: time.UnixMilli(r.At),
+			Before: Settings{URL: r.OldURL, ExpiresAt: fromMilli(r.OldExpiresAt), MaxVisits: r.OldMaxVisits, Redirect: r.OldRedirect},
+			After:  Settings{URL: r.NewURL, ExpiresAt: fromMilli(r.NewExpiresAt), MaxVisits: r.NewMaxVisits, Redirect: r.NewRedirect}}
+		rev.Changed = rev.Before.changed(rev.After)
+		revs[i] = rev
 	}
-	return nil
+	return revs, nil
 }
 
 // storedClicks reads code's flushed clicks; with owned, only if owner owns
