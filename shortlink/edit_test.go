@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	neturl "net/url"
 	"strings"
 	"sync"
@@ -523,26 +522,11 @@ func TestUpdateConcurrentEditors(t *testing.T) {
 // actor the history records.
 func TestAPIUpdateAndHistory(t *testing.T) {
 	s := newService(t, testenv.NewRedis(t), shortlink.Config{})
-	authorize := func(r *http.Request) (string, bool) {
-		who := r.URL.Query().Get("as")
-		return who, who != "" && who != "nobody"
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/", s.RedirectHandler(testIP))
-	mux.Handle("/api/", s.APIHandler(authorize, testIP))
-	api := httptest.NewServer(mux)
-	t.Cleanup(api.Close)
+	api := ownersAPI(t, s)
 	do := func(method, path, who, query, body string) (int, map[string]any) {
 		t.Helper()
 		req, _ := http.NewRequest(method, api.URL+path+"?as="+neturl.QueryEscape(who)+query, strings.NewReader(body))
-		req.Header.Set("X-Test-IP", "9.9.9.9")
-		res, err := noFollow.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		var out map[string]any
-		json.NewDecoder(res.Body).Decode(&out)
+		res, out := send(t, req, "9.9.9.9")
 		return res.StatusCode, out
 	}
 	if code, _ := do("POST", "/api/links", "alice", "", `{"url":"https://example.com/a1","alias":"api-edit"}`); code != http.StatusCreated {

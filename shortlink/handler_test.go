@@ -28,6 +28,13 @@ func post(t *testing.T, base string, body any, ip string) (*http.Response, map[s
 	t.Helper()
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest("POST", base+"/api/links", bytes.NewReader(b))
+	return send(t, req, ip)
+}
+
+// send sends req from client ip (X-Test-IP) without following redirects
+// and decodes the JSON reply, if any.
+func send(t *testing.T, req *http.Request, ip string) (*http.Response, map[string]any) {
+	t.Helper()
 	req.Header.Set("X-Test-IP", ip)
 	res, err := noFollow.Do(req)
 	if err != nil {

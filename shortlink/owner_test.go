@@ -3,7 +3,6 @@ package shortlink_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -26,31 +25,14 @@ import (
 // is 404, as for a code that does not exist, and stays untouched.
 func TestAPIHandlerOwners(t *testing.T) {
 	s := newService(t, testenv.NewRedis(t), shortlink.Config{})
-	// The query's "as" names the owner (a header would be trimmed by
-	// net/http, and "alice " must reach the block); "nobody" is refused.
-	authorize := func(r *http.Request) (string, bool) {
-		who := r.URL.Query().Get("as")
-		return who, who != "" && who != "nobody"
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/", s.RedirectHandler(testIP))
-	mux.Handle("/api/", s.APIHandler(authorize, testIP))
-	api := httptest.NewServer(mux)
-	t.Cleanup(api.Close)
+	api := ownersAPI(t, s)
 	public := httptest.NewServer(s.RedirectHandler(testIP))
 	t.Cleanup(public.Close)
 
 	do := func(method, url, who, body string) (int, map[string]any) {
 		t.Helper()
 		req, _ := http.NewRequest(method, url+"?as="+neturl.QueryEscape(who), bytes.NewReader([]byte(body)))
-		req.Header.Set("X-Test-IP", "9.9.9.9")
-		res, err := noFollow.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		var out map[string]any
-		json.NewDecoder(res.Body).Decode(&out)
+		res, out := send(t, req, "9.9.9.9")
 		return res.StatusCode, out
 	}
 	link := `{"url":"https://example.com/owned","alias":"owned-1"}`
@@ -179,4 +161,21 @@ func TestMigrateAddsOwnerColumn(t *testing.T) {
 			t.Fatalf("carol's link in %s, not its code's table", t2.Table)
 		}
 	}
+}
+
+// ownersAPI serves s's redirects and its API handler on one test server.
+// The query's "as" names the owner (a header would be trimmed by net/http,
+// and "alice " must reach the block); "nobody" is refused.
+func ownersAPI(t *testing.T, s *shortlink.Service) *httptest.Server {
+	t.Helper()
+	authorize := func(r *http.Request) (string, bool) {
+		who := r.URL.Query().Get("as")
+		return who, who != "" && who != "nobody"
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", s.RedirectHandler(testIP))
+	mux.Handle("/api/", s.APIHandler(authorize, testIP))
+	api := httptest.NewServer(mux)
+	t.Cleanup(api.Close)
+	return api
 }
