@@ -89,9 +89,9 @@ func BenchmarkShorten(b *testing.B) {
 	})
 }
 
-// BenchmarkRedirectHTTP: GET /{code} through the handler — reading the
-// client's miss budget from Redis before each lookup (the default), or with
-// Config.LocalMissFilter — and through a bare net/http handler that only
+// BenchmarkRedirectHTTP: GET /{code} through the handler — with the local
+// miss filter (the default), or reading the client's miss budget from Redis
+// before each lookup (Config.SharedMissCheck) — and through a bare net/http handler that only
 // writes the same redirect, in one run (so -count interleaves them). The client is a load generator in another
 // process (testenv.LoadGen, vegeta): the timings are the server's, not a
 // client's sharing its heap and scheduler; both still share the machine.
@@ -99,7 +99,7 @@ func BenchmarkRedirectHTTP(b *testing.B) {
 	r, db := testenv.NewRedis(b), testenv.NewSQL(b)
 	s := newServiceOn(b, r, db, shortlink.Config{FlushEvery: time.Hour, TablesPerDB: 16})
 	codes := seeded(b, s, 1024)
-	filtered := newServiceOn(b, r, db, shortlink.Config{FlushEvery: time.Hour, TablesPerDB: 16, LocalMissFilter: true})
+	shared := newServiceOn(b, r, db, shortlink.Config{FlushEvery: time.Hour, TablesPerDB: 16, SharedMissCheck: true})
 	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "private, max-age=0")
 		w.Header().Set("Location", "https://example.com/"+r.URL.Path[1:])
@@ -108,7 +108,7 @@ func BenchmarkRedirectHTTP(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		h    http.Handler
-	}{{"impl=casebook", s.Handler(nil)}, {"impl=casebook-local-miss-filter", filtered.Handler(nil)}, {"impl=bare-net-http", bare}} {
+	}{{"impl=casebook", s.Handler(nil)}, {"impl=casebook-shared-miss-check", shared.Handler(nil)}, {"impl=bare-net-http", bare}} {
 		b.Run(c.name, func(b *testing.B) {
 			srv := httptest.NewServer(c.h)
 			defer srv.Close()
@@ -138,15 +138,15 @@ func BenchmarkRedirectHTTP(b *testing.B) {
 }
 
 // BenchmarkObservability: the two hot paths — a Resolve answered by the
-// local cache, and a redirect through the handler with LocalMissFilter
-// (answered from memory, no Redis call) — without the instrumentation
+// local cache, and a redirect through the handler with the local miss
+// filter (the default: answered from memory, no Redis call) — without the instrumentation
 // (impl=uninstrumented, Resolve only: the baseline), with no OpenTelemetry provider
 // (impl=none: what every service that set none up pays), the SDK's metrics
 // (impl=metrics), its tracer sampling every span into an exporter that
 // drops them (impl=traces), and both (impl=sdk), in one run.
 func BenchmarkObservability(b *testing.B) {
 	r, db := testenv.NewRedis(b), testenv.NewSQL(b)
-	cfg := shortlink.Config{FlushEvery: time.Hour, TablesPerDB: 16, LocalMissFilter: true}
+	cfg := shortlink.Config{FlushEvery: time.Hour, TablesPerDB: 16}
 	codes := seeded(b, newServiceOn(b, r, db, cfg), 1024)
 	impls := []string{"uninstrumented", "none", "metrics", "traces", "sdk"}
 	services := map[string]*shortlink.Service{}

@@ -86,15 +86,23 @@
 // limiter fails open (OnError hears of it): a Redis outage must not stop
 // cached links from resolving.
 //
-// That peek is a Redis round trip on every redirect, cached or not: out of
-// process (BenchmarkRedirectHTTP, a vegeta load generator, 2 shared cores)
-// the handler served 3.5–4.1k redirects/s against 13–16k/s for a bare
-// net/http handler writing the same 302. Config.LocalMissFilter skips the
-// peek for clients that have not missed through this Service within their
-// budget's refill time, and served 12.1–13.1k/s in the same run (about
-// 0.95× bare). Its cost is stated with it: a client that spent its budget
-// through other processes gets one more lookup on each process before that
-// one refuses it. The default stays the exact, shared limit.
+// A peek on every lookup would be a Redis round trip on every redirect,
+// cached or not, so by default a Service peeks only for clients that missed
+// through it within their budget's refill time (the local miss filter):
+// nearly every visitor never misses, and a cached redirect then makes no
+// Redis call. The trade-off, against walking: a client that spent its
+// budget through other processes gets one more lookup on each process
+// before that one refuses it too, so with N app servers a walker learns at
+// most N more codes' fate per refill time (TestLocalMissFilterAcrossProcesses).
+// Config.SharedMissCheck makes every lookup peek (exact across processes).
+// Out of process (BenchmarkRedirectHTTP, a vegeta load generator, 2 shared
+// cores) the shared check served 3.5–4.1k redirects/s against 13–16k/s for
+// a bare net/http handler writing the same 302, and the filter
+// 12.1–13.1k/s in the same run (about 0.95× bare); with the filter the
+// default, on 2026-12-03 (go test -run '^$' -bench RedirectHTTP -benchtime
+// 20000x -count 2 ./shortlink/, local Redis and MariaDB, the machine
+// shared): default 10.2–10.5k/s, shared check 2.7–3.7k/s, bare 11.2–11.3k/s
+// (0.91–0.94× bare).
 //
 // Databases: MySQL 8 / MariaDB 10.6+ ("mysql" driver) or SQLite ("sqlite",
 // modernc.org/sqlite; its pool is set to one connection, SQLite having one
@@ -149,7 +157,7 @@
 // flag, inlined: 1.6 ns in internal/obs's BenchmarkOpUninstalled) —;
 // 641–743 ns with the SDK's metrics, 1.4–2.2 µs with its tracer sampling
 // every span (7 allocations, 1 KB) and 2.2–3.1 µs with both. A redirect
-// served in-process by the handler with LocalMissFilter took 0.71–1.23 µs
+// served in-process by the handler with the local miss filter took 0.71–1.23 µs
 // with no provider (5 allocations), 1.36–1.66 µs with metrics, 2.2–2.4 µs
 // with traces and 2.8–3.0 µs with both. The SDK's cost is its own: its
 // bare record plus add alone costs about as much as casebook's whole

@@ -158,7 +158,7 @@ func TestServiceWidePermanentRedirects(t *testing.T) {
 func TestRateLimits(t *testing.T) { eachMissMode(t, testRateLimits) }
 
 func testRateLimits(t *testing.T, local bool) {
-	s := newService(t, testenv.NewRedis(t), shortlink.Config{LocalMissFilter: local, CreateLimit: redis_rate.PerMinute(5), MissLimit: redis_rate.PerMinute(3)})
+	s := newService(t, testenv.NewRedis(t), shortlink.Config{SharedMissCheck: !local, CreateLimit: redis_rate.PerMinute(5), MissLimit: redis_rate.PerMinute(3)})
 	base := server(t, s)
 	var code string
 	for i := range 7 {
@@ -205,7 +205,7 @@ func TestMissLimitBeforeLookup(t *testing.T) { eachMissMode(t, testMissLimitBefo
 
 func testMissLimitBeforeLookup(t *testing.T, local bool) {
 	ctx := context.Background()
-	s := newService(t, testenv.NewRedis(t), shortlink.Config{LocalMissFilter: local, MissLimit: redis_rate.PerMinute(3)})
+	s := newService(t, testenv.NewRedis(t), shortlink.Config{SharedMissCheck: !local, MissLimit: redis_rate.PerMinute(3)})
 	base := server(t, s)
 	l, err := s.Shorten(ctx, "https://example.com/", shortlink.Options{})
 	if err != nil {
@@ -426,7 +426,7 @@ func TestRateLimitClientSpellings(t *testing.T) { eachMissMode(t, testRateLimitC
 
 func testRateLimitClientSpellings(t *testing.T, local bool) {
 	ctx := context.Background()
-	s := newService(t, testenv.NewRedis(t), shortlink.Config{LocalMissFilter: local, MissLimit: redis_rate.PerMinute(3), CreateLimit: redis_rate.PerMinute(2)})
+	s := newService(t, testenv.NewRedis(t), shortlink.Config{SharedMissCheck: !local, MissLimit: redis_rate.PerMinute(3), CreateLimit: redis_rate.PerMinute(2)})
 	resolve := func(ip string) error {
 		_, err := s.ResolveWith(ctx, "nosuchcode", shortlink.ResolveOptions{ClientIP: ip})
 		return err
@@ -455,10 +455,10 @@ func testRateLimitClientSpellings(t *testing.T, local bool) {
 }
 
 // eachMissMode runs a miss-limit test with the budget read from Redis
-// before every lookup, and with Config.LocalMissFilter: within one process
+// before every lookup (Config.SharedMissCheck), and with the local miss filter (the default): within one process
 // the limits are the same.
 func eachMissMode(t *testing.T, test func(t *testing.T, local bool)) {
 	for _, local := range []bool{false, true} {
-		t.Run(fmt.Sprintf("LocalMissFilter=%v", local), func(t *testing.T) { test(t, local) })
+		t.Run(fmt.Sprintf("local-miss-filter=%v", local), func(t *testing.T) { test(t, local) })
 	}
 }

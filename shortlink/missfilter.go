@@ -7,7 +7,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// missFilter is Config.LocalMissFilter: the clients that missed (or were
+// missFilter is the local miss filter (on unless Config.SharedMissCheck): the clients that missed (or were
 // refused) through this Service within the time their miss budget takes to
 // refill. A client not in it has spent no miss here since then, so its
 // budget is full unless it spent it through another process; only clients

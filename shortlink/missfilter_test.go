@@ -42,20 +42,20 @@ func (c *counting) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
-// With LocalMissFilter a client that has not missed costs no rate-limiter
+// With the local miss filter (the default) a client that has not missed costs no rate-limiter
 // call; without it, each lookup reads its budget first.
 func TestLocalMissFilterSkipsRedis(t *testing.T) {
 	ctx := context.Background()
 	base := testenv.NewRedis(t)
 	opts := base.Client.(*redis.Client).Options()
 	for _, local := range []bool{false, true} {
-		t.Run(fmt.Sprintf("LocalMissFilter=%v", local), func(t *testing.T) {
+		t.Run(fmt.Sprintf("local-miss-filter=%v", local), func(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: opts.Addr, Password: opts.Password, DB: opts.DB})
 			defer c.Close()
 			cnt := &counting{}
 			c.AddHook(cnt)
 			s := newService(t, &testenv.Redis{Client: c, Namespace: base.Namespace + fmt.Sprint(local), Kind: base.Kind},
-				shortlink.Config{LocalMissFilter: local, MissLimit: redis_rate.PerMinute(3)})
+				shortlink.Config{SharedMissCheck: !local, MissLimit: redis_rate.PerMinute(3)})
 			l, err := s.Shorten(ctx, "https://example.com/", shortlink.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -90,7 +90,7 @@ func TestLocalMissFilterSkipsRedis(t *testing.T) {
 	}
 }
 
-// What LocalMissFilter costs across processes: a client that spent its
+// What the local miss filter costs across processes: a client that spent its
 // budget through one Service gets one lookup through another before that
 // one refuses it too; without the filter it gets none.
 func TestLocalMissFilterAcrossProcesses(t *testing.T) {
@@ -98,8 +98,8 @@ func TestLocalMissFilterAcrossProcesses(t *testing.T) {
 	r := testenv.NewRedis(t)
 	db := testenv.NewSQL(t)
 	for _, local := range []bool{false, true} {
-		t.Run(fmt.Sprintf("LocalMissFilter=%v", local), func(t *testing.T) {
-			cfg := shortlink.Config{LocalMissFilter: local, MissLimit: redis_rate.PerMinute(3), TablesPerDB: 16}
+		t.Run(fmt.Sprintf("local-miss-filter=%v", local), func(t *testing.T) {
+			cfg := shortlink.Config{SharedMissCheck: !local, MissLimit: redis_rate.PerMinute(3), TablesPerDB: 16}
 			a, b := newServiceOn(t, r, db, cfg), newServiceOn(t, r, db, cfg)
 			l, err := a.Shorten(ctx, "https://example.com/", shortlink.Options{})
 			if err != nil {
@@ -136,7 +136,7 @@ func TestLocalMissFilterFull(t *testing.T) {
 		t.Fatalf("LocalMissClients -1: %v, want ErrConfig", err)
 	}
 	db := testenv.NewSQL(t)
-	cfg := shortlink.Config{LocalMissFilter: true, LocalMissClients: 1, MissLimit: redis_rate.PerMinute(2), TablesPerDB: 16}
+	cfg := shortlink.Config{LocalMissClients: 1, MissLimit: redis_rate.PerMinute(2), TablesPerDB: 16}
 	a, b := newServiceOn(t, r, db, cfg), newServiceOn(t, r, db, cfg)
 	l, err := a.Shorten(ctx, "https://example.com/", shortlink.Options{})
 	if err != nil {

@@ -131,19 +131,27 @@ type Config struct {
 	// whole.
 	CreateLimit redis_rate.Limit
 	MissLimit   redis_rate.Limit
-	// LocalMissFilter skips the Redis read of a client's miss budget
-	// before a lookup when the client has not missed through this Service
-	// within the budget's refill time (Burst × Period / Rate): a client
-	// that never misses — nearly every visitor — costs no Redis call, and
-	// a cached redirect none at all. The cost: a client that spent its
-	// budget through other processes gets one lookup on this one before
-	// it is refused here too (one per process, while it keeps missing),
-	// so it can tell one more code's existence per process. The filter
-	// holds up to LocalMissClients clients [1,000,000]; past that it checks
-	// every client in Redis until entries expire. Off by default: then
-	// every lookup with a ClientIP reads the budget first.
-	LocalMissFilter  bool
+	// The local miss filter (on by default) skips the Redis read of a
+	// client's miss budget before a lookup when the client has not missed
+	// through this Service within the budget's refill time (Burst × Period
+	// / Rate): a client that never misses — nearly every visitor — costs
+	// no Redis call, and a cached redirect none at all. The cost: a client
+	// that spent its budget through other processes gets one lookup on
+	// this one before it is refused here too (one per process, while it
+	// keeps missing), so it can tell one more code's existence per
+	// process: with N app servers a walker learns at most N codes' fate
+	// per refill time beyond the budget, against none with SharedMissCheck.
+	// The filter holds up to LocalMissClients clients [1,000,000]; past
+	// that it checks every client in Redis until entries expire.
+	//
+	// SharedMissCheck turns the filter off: every lookup with a ClientIP
+	// reads the budget in Redis first (exact across processes, one Redis
+	// round trip per redirect, cached or not).
+	SharedMissCheck  bool
 	LocalMissClients int
+	// Deprecated: the local miss filter is now the default; this field has
+	// no effect (set SharedMissCheck for the exact, shared check).
+	LocalMissFilter bool
 
 	// FlushEvery is how often counted clicks are written to SQL [1s].
 	FlushEvery time.Duration
@@ -176,7 +184,7 @@ type Service struct {
 	segments *idgen.SQLSource
 	space    keys.Space
 	limiter  *redis_rate.Limiter
-	misses   *missFilter // nil without Config.LocalMissFilter
+	misses   *missFilter // nil with Config.SharedMissCheck
 	local    *ristretto.Cache[string, *cached]
 	qrMu     sync.Mutex                       // guards qrs
 	qrs      *ristretto.Cache[string, []byte] // rendered QR codes, made by the first QRCode
@@ -257,7 +265,7 @@ func NewService(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service
 	}
 	s.obs = newInstruments(&s.stats, cfg.MeterProvider, cfg.TracerProvider)
 	s.log = obs.Logger(cfg.Logger, "shortlink")
-	if cfg.LocalMissFilter {
+	if !cfg.SharedMissCheck {
 		l := cfg.MissLimit
 		s.misses = newMissFilter(time.Duration(l.Burst)*l.Period/time.Duration(l.Rate), cfg.LocalMissClients)
 	}

@@ -41,7 +41,7 @@ func configFlags(fs *flag.FlagSet) *shortlink.Config {
 	fs.Int64Var(&cfg.LocalEntries, "local-entries", 0, "links in the in-process cache [100000]")
 	fs.Func("create-limit", "links a client IP may create, as N/s, N/m or N/h [10/s]", limitFlag(&cfg.CreateLimit))
 	fs.Func("miss-limit", "404s a client IP may cause, as N/s, N/m or N/h [60/m]", limitFlag(&cfg.MissLimit))
-	fs.BoolVar(&cfg.LocalMissFilter, "local-miss-filter", false, "skip the Redis read of a client's miss budget when it has not missed here lately (see shortlink.Config.LocalMissFilter for the trade-off)")
+	fs.BoolVar(&cfg.SharedMissCheck, "shared-miss-check", false, "read a client's miss budget from Redis before every lookup, not only after it missed here lately (see shortlink.Config.SharedMissCheck for the trade-off)")
 	fs.IntVar(&cfg.LocalMissClients, "local-miss-clients", 0, "clients the local miss filter holds [1000000]")
 	fs.DurationVar(&cfg.FlushEvery, "flush-every", 0, "how often counted clicks are written to SQL [1s]")
 	fs.Func("own-hosts", "further host names of this service, comma-separated (refused as targets)", listFlag(&cfg.OwnHosts))

@@ -17,14 +17,14 @@ import (
 func TestEveryConfigFieldIsAFlag(t *testing.T) {
 	notFlags := map[string]string{
 		"BaseURL": "-base", "Namespace": "fixed", "CodeKey": "a secret, drawn and stored in SQL",
-		"OnError": "a func", "Logger": "a logger", "Now": "a clock", "MeterProvider": "a provider", "TracerProvider": "a provider",
+		"LocalMissFilter": "deprecated, no effect", "OnError": "a func", "Logger": "a logger", "Now": "a clock", "MeterProvider": "a provider", "TracerProvider": "a provider",
 	}
 	fs := flag.NewFlagSet("shortlink", flag.ContinueOnError)
 	cfg := configFlags(fs)
 	// Setting every flag must change every field it covers.
 	args := []string{"-codes", "snowflake", "-code-length", "9", "-snowflake-node", "3", "-segment-step", "50", "-tables-per-db", "16",
 		"-redirect", "301", "-permanent-max-age", "1h", "-temporary-max-age", "5s", "-local-ttl", "2s", "-redis-ttl", "1h",
-		"-negative-ttl", "3s", "-local-entries", "500", "-create-limit", "5/s", "-miss-limit", "30/m", "-local-miss-filter",
+		"-negative-ttl", "3s", "-local-entries", "500", "-create-limit", "5/s", "-miss-limit", "30/m", "-shared-miss-check",
 		"-local-miss-clients", "1000", "-flush-every", "2s", "-own-hosts", "a.example, b.example", "-blocklist", "bad.example",
 		"-reserved", "admin,api"}
 	if err := fs.Parse(args); err != nil {
@@ -43,7 +43,7 @@ func TestEveryConfigFieldIsAFlag(t *testing.T) {
 	want := shortlink.Config{Codes: shortlink.SnowflakeCodes, CodeLength: 9, SnowflakeNode: 3, SegmentStep: 50, TablesPerDB: 16,
 		Redirect: 301, PermanentMaxAge: time.Hour, TemporaryMaxAge: 5 * time.Second, LocalTTL: 2 * time.Second, RedisTTL: time.Hour,
 		NegativeTTL: 3 * time.Second, LocalEntries: 500, CreateLimit: redis_rate.PerSecond(5), MissLimit: redis_rate.PerMinute(30),
-		LocalMissFilter: true, LocalMissClients: 1000, FlushEvery: 2 * time.Second,
+		SharedMissCheck: true, LocalMissClients: 1000, FlushEvery: 2 * time.Second,
 		OwnHosts: []string{"a.example", "b.example"}, Blocklist: []string{"bad.example"}, Reserved: []string{"admin", "api"}}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("parsed %+v\nwant   %+v", *cfg, want)

@@ -11,7 +11,7 @@
 // Every shortlink.Config setting that changes behaviour is a flag (-h lists
 // them, with the library's defaults), e.g.
 //
-//	go run ./examples/shortlink -local-miss-filter -miss-limit 30/m -redirect 301
+//	go run ./examples/shortlink -shared-miss-check -miss-limit 30/m -redirect 301
 package main
 
 import (
