@@ -3,9 +3,11 @@ package feed_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,24 +42,46 @@ func cmpOr(a, b int) int {
 	return b
 }
 
-// openInboxes makes n readers active (an inbox and a pushed list holding
-// only their markers).
-func openInboxes(b *testing.B, r *testenv.Redis, s *feed.Service, n int) []string {
+// openInboxes makes n readers "f0"… active with Activate and returns them.
+func openInboxes(b *testing.B, s *feed.Service, n int) []string {
 	b.Helper()
-	ctx := context.Background()
 	users := make([]string, n)
-	for start := 0; start < n; start += 5000 {
-		pipe := r.Client.Pipeline()
-		for i := start; i < min(n, start+5000); i++ {
-			users[i] = "f" + strconv.Itoa(i)
-			pipe.ZAdd(ctx, s.InboxKey(users[i]), redisZ(0, "~"))
-			pipe.RPush(ctx, s.PushedKey(users[i]), "~")
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			b.Fatal(err)
-		}
+	for i := range users {
+		users[i] = "f" + strconv.Itoa(i)
+	}
+	if k, err := s.Activate(context.Background(), users...); err != nil || k != n {
+		b.Fatalf("activated %d of %d: %v", k, n, err)
 	}
 	return users
+}
+
+// BenchmarkActivate activates 1,000 new readers per iteration, on one Redis
+// and on the Redis Cluster, and reports the cost per reader and the Redis
+// memory an activated reader holds (its empty inbox and pushed list).
+func BenchmarkActivate(b *testing.B) {
+	b.Run("redis=single", func(b *testing.B) { benchActivate(b, testenv.NewRedis(b)) })
+	b.Run("redis=cluster", func(b *testing.B) { benchActivate(b, testenv.NewRedisCluster(b)) })
+}
+
+func benchActivate(b *testing.B, r *testenv.Redis) {
+	s := benchService(b, r, feed.Config{})
+	ctx := context.Background()
+	batch := make([]string, 1000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		for j := range batch {
+			batch[j] = "r" + strconv.Itoa(i*len(batch)+j)
+		}
+		if n, err := s.Activate(ctx, batch...); err != nil || n != len(batch) {
+			b.Fatalf("activated %d: %v", n, err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "ns/reader")
+	in, _ := r.Client.MemoryUsage(ctx, s.InboxKey(batch[0])).Result()
+	pu, _ := r.Client.MemoryUsage(ctx, s.PushedKey(batch[0])).Result()
+	b.ReportMetric(float64(in+pu), "B/reader")
 }
 
 // BenchmarkFanout applies chunks of 500 followers (HandleChunk's path: the
@@ -69,7 +93,7 @@ func BenchmarkFanout(b *testing.B) {
 	r := testenv.NewRedis(b)
 	s := benchService(b, r, feed.Config{})
 	ctx := context.Background()
-	users := openInboxes(b, r, s, 5000)
+	users := openInboxes(b, s, 5000)
 	raw := make([]string, len(users))
 	for i, u := range users {
 		raw[i] = r.Namespace + ":raw:" + u
@@ -236,24 +260,55 @@ func seedTimeline(b *testing.B, r *testenv.Redis) (*feed.Service, string) {
 	return s, reader
 }
 
+// BenchmarkFanoutFollowers is BenchmarkMillionFollowers at a CI-friendly
+// size: CASEBOOK_FEED_FOLLOWERS followers [100,000].
+func BenchmarkFanoutFollowers(b *testing.B) {
+	n := 100_000
+	if v := os.Getenv("CASEBOOK_FEED_FOLLOWERS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("CASEBOOK_FEED_FOLLOWERS=%q: want a positive number", v)
+		}
+	}
+	benchFollowers(b, n)
+}
+
 // BenchmarkMillionFollowers publishes one post by an author with 1,000,000
 // followers, all active, and reports the seconds until every inbox holds
 // it: RelayFanout → Kafka (kfake or CASEBOOK_KAFKA_BROKERS, 8 partitions)
-// → one consumer group member running HandleChunk per partition. Run it alone: go test -run X -bench MillionFollowers
-// -benchtime 1x ./feed (it seeds 1M SQL rows and 1M inboxes).
-func BenchmarkMillionFollowers(b *testing.B) {
-	const followers = 1_000_000
+// → one consumer group member running HandleChunk per partition, started
+// with the publish (consumers of a service are already running). Run it
+// alone: go test -run '^$' -bench MillionFollowers -benchtime 1x ./feed (it
+// seeds 1M SQL rows and 1M active readers, deleted at cleanup).
+func BenchmarkMillionFollowers(b *testing.B) { benchFollowers(b, 1_000_000) }
+
+// benchFollowers is the fan-out of one post to n active followers. Besides
+// the delivery times it reports the Redis server's CPU time during the
+// delivery, the setup (s-activate: Activate of the n readers; s-seed-sql:
+// the followee-side rows) and Redis memory: used_memory per activated
+// reader; per pushed entry from used_memory and from MEMORY USAGE of 1,000
+// readers' pushed lists before and after the post; and per inbox entry,
+// MEMORY USAGE of those readers' inboxes after a read moved the push in (a
+// one-entry sorted set; BenchmarkTimeline's inbox-B/entry is a large one).
+func benchFollowers(b *testing.B, followers int) {
 	r := testenv.NewRedis(b)
-	s := benchService(b, r, feed.Config{CelebrityThreshold: 2 * followers, TablesPerDB: 1})
+	r.NeedsServer(b, "INFO memory and cpu")
+	const chunk = 500
+	s := benchService(b, r, feed.Config{CelebrityThreshold: int64(2 * followers), TablesPerDB: 1, ChunkSize: chunk})
 	ctx := context.Background()
-	users := openInboxes(b, r, s, followers)
+	mem0 := usedMemory(b, r)
+	start := testenv.Now()
+	users := openInboxes(b, s, followers)
+	activated := testenv.Since(start)
+	mem1 := usedMemory(b, r)
+	start = testenv.Now()
 	db, table := s.FollowersTable("star")
-	for start := 0; start < followers; start += 5000 {
+	for lo := 0; lo < followers; lo += 5000 {
 		q := strings.Builder{}
 		q.WriteString("INSERT INTO " + table + " (followee, follower) VALUES ")
 		args := make([]any, 0, 10000)
-		for i := start; i < start+5000; i++ {
-			if i > start {
+		for i := lo; i < min(followers, lo+5000); i++ {
+			if i > lo {
 				q.WriteByte(',')
 			}
 			q.WriteString("(?, ?)")
@@ -263,6 +318,8 @@ func BenchmarkMillionFollowers(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	seeded := testenv.Since(start)
+	sample := users[:min(len(users), 1000)]
 	brokers := testenv.Kafka(b)
 	topic := testenv.Topic(b, 8)
 	pub, err := kafka.Dial(brokers, "feed-bench")
@@ -272,7 +329,36 @@ func BenchmarkMillionFollowers(b *testing.B) {
 	defer pub.Close()
 	b.ResetTimer()
 	for i := range b.N {
+		b.StopTimer()
+		memBefore, pushedBefore := usedMemory(b, r), memoryUsage(b, r, s.PushedKey, sample)
+		inboxBefore := memoryUsage(b, r, s.InboxKey, sample)
+		cpuBefore := redisCPU(b, r)
+		b.StartTimer()
+		// The consumers start with the publish, as in a service where they
+		// are already running: the group joins while the relay reads the
+		// first followers, and chunks are pushed while later ones are relayed.
 		start := testenv.Now()
+		var first sync.Once
+		var joined time.Duration // until the group's first chunk
+		chunks := int64((followers + chunk - 1) / chunk)
+		var pushed atomic.Int64
+		var delivered atomic.Int64 // ns until the last chunk was pushed (not the consumers' shutdown)
+		handle := func(ctx context.Context, k, v []byte) error {
+			first.Do(func() { joined = testenv.Since(start) })
+			err := s.HandleChunk(ctx, k, v)
+			if err == nil && pushed.Add(1) == chunks {
+				delivered.Store(int64(testenv.Since(start)))
+			}
+			return err
+		}
+		consumed := make(chan error, 1)
+		go func() {
+			c, err := kafka.ConsumeN(ctx, brokers, "g"+strconv.Itoa(i)+topic, []string{topic}, chunks, handle, kafka.ConsumerConfig{})
+			if err == nil && c.Handled() != chunks {
+				err = fmt.Errorf("handled %d of %d chunks", c.Handled(), chunks)
+			}
+			consumed <- err
+		}()
 		p, err := s.Publish(ctx, feed.PublishRequest{Author: "star", RequestID: "big" + strconv.Itoa(i), Body: "hello, world"})
 		if err != nil {
 			b.Fatal(err)
@@ -281,32 +367,88 @@ func BenchmarkMillionFollowers(b *testing.B) {
 			b.Fatalf("relayed %d: %v", n, err)
 		}
 		relayed := testenv.Since(start)
-		var first sync.Once
-		var joined time.Duration // until the group's first chunk: relay + group join + first fetch
-		handle := func(ctx context.Context, k, v []byte) error {
-			first.Do(func() { joined = testenv.Since(start) })
-			return s.HandleChunk(ctx, k, v)
+		if err := <-consumed; err != nil {
+			b.Fatal(err)
 		}
-		c, err := kafka.ConsumeN(ctx, brokers, "g"+strconv.Itoa(i)+topic, []string{topic}, followers/500, handle, kafka.ConsumerConfig{})
-		if err != nil || c.Handled() != followers/500 {
-			b.Fatalf("handled %d chunks: %v", c.Handled(), err)
-		}
-		delivered := testenv.Since(start) // the check below is not delivery
+		b.StopTimer()
+		b.ReportMetric(redisCPU(b, r)-cpuBefore, "redis-cpu-s")
 		// every inbox holds the post (in its pushed list, which the next
 		// read moves into the sorted set)
 		item := strconv.FormatInt(p.Score, 10) + ":" + strconv.FormatInt(p.ID, 10)
 		for lo := 0; lo < followers; lo += 10000 {
 			pipe := r.Client.Pipeline()
-			for _, u := range users[lo : lo+10000] {
+			for _, u := range users[lo:min(followers, lo+10000)] {
 				pipe.LPos(ctx, s.PushedKey(u), item, redis.LPosArgs{})
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				b.Fatalf("an inbox lacks the post: %v", err)
 			}
 		}
-		b.ReportMetric(delivered.Seconds(), "s-to-all-inboxes")
-		b.ReportMetric(testenv.Since(start).Seconds(), "s-incl-check")
+		b.ReportMetric(float64(usedMemory(b, r)-memBefore)/float64(followers), "B/pushed-entry")
+		b.ReportMetric(float64(memoryUsage(b, r, s.PushedKey, sample)-pushedBefore)/float64(len(sample)), "usage-B/pushed-entry")
+		for _, u := range sample { // a read moves the push into the inbox
+			if _, err := s.Timeline(ctx, u, "", 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(memoryUsage(b, r, s.InboxKey, sample)-inboxBefore)/float64(len(sample)), "usage-B/inbox-entry")
+		b.StartTimer()
+		b.ReportMetric(time.Duration(delivered.Load()).Seconds(), "s-to-all-inboxes")
 		b.ReportMetric(relayed.Seconds(), "s-relay")
 		b.ReportMetric(joined.Seconds(), "s-to-first-chunk")
 	}
+	b.ReportMetric(activated.Seconds(), "s-activate")
+	b.ReportMetric(seeded.Seconds(), "s-seed-sql")
+	b.ReportMetric(float64(mem1-mem0)/float64(followers), "B/active-reader")
+}
+
+// redisCPU is the CPU time, in seconds, the Redis server has used.
+func redisCPU(b *testing.B, r *testenv.Redis) float64 {
+	b.Helper()
+	info, err := r.Client.InfoMap(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var t float64
+	for _, k := range []string{"used_cpu_user", "used_cpu_sys"} {
+		v, err := strconv.ParseFloat(info["CPU"][k], 64)
+		if err != nil {
+			b.Fatalf("%s: %v", k, err)
+		}
+		t += v
+	}
+	return t
+}
+
+// usedMemory is the Redis server's used_memory.
+func usedMemory(b *testing.B, r *testenv.Redis) int64 {
+	b.Helper()
+	info, err := r.Client.InfoMap(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := strconv.ParseInt(info["Memory"]["used_memory"], 10, 64)
+	if err != nil {
+		b.Fatalf("used_memory: %v", err)
+	}
+	return n
+}
+
+// memoryUsage sums MEMORY USAGE of key(u) for every user u.
+func memoryUsage(b *testing.B, r *testenv.Redis, key func(string) string, users []string) int64 {
+	b.Helper()
+	ctx := context.Background()
+	pipe := r.Client.Pipeline()
+	cmds := make([]*redis.IntCmd, len(users))
+	for i, u := range users {
+		cmds[i] = pipe.MemoryUsage(ctx, key(u))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n
 }

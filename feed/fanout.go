@@ -191,7 +191,7 @@ func (s *Service) push(ctx context.Context, c Chunk) (int, error) {
 	case p.Deleted:
 		return 0, nil
 	}
-	item := strconv.FormatInt(p.Score, 10) + ":" + strconv.FormatInt(p.ID, 10)
+	var item any = strconv.FormatInt(p.Score, 10) + ":" + strconv.FormatInt(p.ID, 10) // boxed once, not per follower
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.IntCmd, len(c.Followers))
 	for i, f := range c.Followers {

@@ -17,7 +17,7 @@ type instruments struct {
 	block *obs.Block
 	publish, delete, post, timeline, follow, unfollow, blockOp,
 	followees, followersOp, followerCount, repair, seedFollows,
-	relayFanout, handleChunk, push,
+	relayFanout, handleChunk, push, activate,
 	authorPosts, unblock, mute, unmute, setMarker, marker, unreadSince *obs.Op
 	lookups metric.Int64Counter
 	delay   metric.Float64Histogram
@@ -45,7 +45,7 @@ func newInstruments(mp metric.MeterProvider, tp trace.TracerProvider) *instrumen
 		follow: op("follow"), unfollow: op("unfollow"), blockOp: op("block"),
 		followees: op("followees"), followersOp: op("followers"), followerCount: op("follower_count"),
 		repair: op("repair"), seedFollows: op("seed_follows"),
-		relayFanout: op("relay_fanout"), handleChunk: op("handle_chunk"), push: op("push"),
+		relayFanout: op("relay_fanout"), handleChunk: op("handle_chunk"), push: op("push"), activate: op("activate"),
 		authorPosts: op("author_posts"), unblock: op("unblock"), mute: op("mute"), unmute: op("unmute"),
 		setMarker: op("set_marker"), marker: op("marker"), unreadSince: op("unread_since"),
 	}

@@ -27,6 +27,12 @@ func TestMetricsAndSpans(t *testing.T) {
 		t.Fatalf("following oneself: %v", err)
 	}
 	f.timeline("bob", 10) // timeline 1: opens bob's inbox (empty, nothing hydrated)
+	if n, err := f.s.Activate(f.ctx, "carol", "bob"); err != nil || n != 1 {
+		t.Fatalf("Activate: %d, %v", n, err)
+	}
+	if _, err := f.s.Activate(f.ctx, ""); !errors.Is(err, feed.ErrInvalid) {
+		t.Fatalf("activating a bad name: %v", err)
+	}
 	p1 := f.post("alice", "one")
 	p2 := f.post("alice", "two")
 	if _, err := f.s.Publish(f.ctx, feed.PublishRequest{Author: "alice", RequestID: "bad", Body: ""}); !errors.Is(err, feed.ErrInvalid) {
@@ -127,6 +133,7 @@ func TestMetricsAndSpans(t *testing.T) {
 		{"mute", "ok", "", 1}, {"unmute", "ok", "", 1}, {"unblock", "ok", "", 1},
 		{"set_marker", "ok", "", 1}, {"set_marker", "refused", "invalid", 1},
 		{"marker", "ok", "", 1}, {"unread_since", "ok", "", 1},
+		{"activate", "ok", "", 1}, {"activate", "refused", "invalid", 1},
 	} {
 		obstest.AddOp(want, "feed", c.name, c.outcome, c.reason, c.n)
 	}
@@ -135,6 +142,6 @@ func TestMetricsAndSpans(t *testing.T) {
 	wantSpans := map[string]int{"feed.follow": 3, "feed.timeline": 2, "feed.publish": 3, "feed.relay_fanout": 1,
 		"feed.handle_chunk": 3, "feed.post": 1, "feed.delete": 2,
 		"feed.author_posts": 2, "feed.mute": 1, "feed.unmute": 1, "feed.unblock": 1, "feed.set_marker": 2,
-		"feed.marker": 1, "feed.unread_since": 1}
+		"feed.marker": 1, "feed.unread_since": 1, "feed.activate": 2}
 	obstest.ExpectSpans(t, spans, wantSpans)
 }

@@ -62,7 +62,8 @@ func before(a, b entry) bool {
 // follows now and has not muted (Mute). The next page's cursor is a (score, id) position, so posts
 // published meanwhile never shift it. A reader without an inbox (new, or
 // inactive for ActivePeriod) gets one rebuilt from their followees'
-// outboxes; every read keeps the reader active.
+// outboxes, as does one whose inbox Activate opened (merged with what was
+// pushed since); every read keeps the reader active.
 func (s *Service) Timeline(ctx context.Context, reader, cursor string, limit int) (_ Page, err error) {
 	ctx, call := s.obs.timeline.Start(ctx)
 	defer func() { err = call.End(err) }()
