@@ -135,7 +135,14 @@
 // (TestKeptViewsFollowOtherProcesses: mutes, unmutes, unfollows, follows and
 // a block made by another process show at the next page). read.lua's time
 // a page went from 96 and 77 µs to 60 and 34 (Redis CPU 170 and 142 µs to
-// 143 and 78, same benchmark, busy machine).
+// 143 and 78, same benchmark, busy machine). All of it, measured again on
+// the quiet machine (load average 1.2), the release before against this
+// one, alternating: 635 and 621 µs of Redis CPU a page against 167 and 120
+// (outbox and inbox reads 406–430 µs a page against 4–5; read.lua 99–100
+// against 38–53, now most of what is left). The harness's feed.read (5
+// pulled celebrities): 5.75k and 6.92k pages per core of Redis CPU against
+// 16.4k and 12.8k, so the plan's Redis for the seed's timeline reads went
+// from 51 + 51 and 42 + 42 machines to 18 + 18 and 23 + 23.
 //
 // AuthorPosts is an author's profile page, newest first, with Timeline's
 // cursors (bound to the author's page) and deletes hidden: read from the
