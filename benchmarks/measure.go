@@ -14,6 +14,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/casebook-dev/casebook/internal/devcore"
+	"github.com/casebook-dev/casebook/internal/redisinfo"
 )
 
 // Measurement is one throughput measurement of a block (or of a raw backend
@@ -216,10 +217,8 @@ func (e *Env) redisVersion(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			return v, nil
-		}
+	if v, ok := redisinfo.Field(info, "redis_version"); ok {
+		return v, nil
 	}
 	return "", fmt.Errorf("INFO server has no redis_version")
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/internal/devcore"
+	"github.com/casebook-dev/casebook/internal/redisinfo"
 )
 
 // Every Redis- or MySQL-bound measurement is sized by the CPU time its
@@ -170,24 +171,13 @@ func redisPrimariesCPU(ctx context.Context, rdb redis.UniversalClient) (time.Dur
 		if err != nil {
 			return err
 		}
-		found := 0
-		for line := range strings.Lines(info) {
-			for _, field := range []string{"used_cpu_user_main_thread:", "used_cpu_sys_main_thread:"} {
-				if v, ok := strings.CutPrefix(strings.TrimSpace(line), field); ok {
-					sec, err := strconv.ParseFloat(v, 64)
-					if err != nil {
-						return fmt.Errorf("INFO cpu %s: %w", field, err)
-					}
-					mu.Lock()
-					total += time.Duration(sec * float64(time.Second))
-					mu.Unlock()
-					found++
-				}
-			}
+		cpu, err := redisinfo.MainThreadCPU(info)
+		if err != nil {
+			return err
 		}
-		if found != 2 {
-			return errors.New("INFO cpu has no main thread times")
-		}
+		mu.Lock()
+		total += cpu
+		mu.Unlock()
 		mu.Lock()
 		primaries++
 		mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/casebook-dev/casebook/internal/devcore"
+	"github.com/casebook-dev/casebook/internal/redisinfo"
 	"github.com/casebook-dev/casebook/internal/testenv"
 )
 
@@ -108,12 +109,7 @@ func serverWakes(ctx context.Context, t *testing.T, env *Env) func(ops float64) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := ""
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			pid = v
-		}
-	}
+	pid, _ := redisinfo.Field(info, "process_id")
 	read := func() (float64, bool) {
 		b, err := os.ReadFile("/proc/" + pid + "/status")
 		if err != nil {

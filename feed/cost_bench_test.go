@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/casebook-dev/casebook/internal/redisinfo"
 	"github.com/casebook-dev/casebook/internal/testenv"
 )
 
@@ -30,26 +30,11 @@ func BenchmarkTimelineRedisCost(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		cmds = map[string]float64{}
-		for line := range strings.SplitSeq(text, "\n") {
-			line = strings.TrimSpace(line)
-			for _, f := range []string{"used_cpu_sys_main_thread:", "used_cpu_user_main_thread:"} {
-				if v, ok := strings.CutPrefix(line, f); ok {
-					x, _ := strconv.ParseFloat(v, 64)
-					cpu += x * 1e6
-				}
-			}
-			name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
-			if !ok || !strings.HasPrefix(line, "cmdstat_") {
-				continue
-			}
-			for field := range strings.SplitSeq(rest, ",") {
-				if v, ok := strings.CutPrefix(field, "usec="); ok {
-					cmds[name], _ = strconv.ParseFloat(v, 64)
-				}
-			}
+		main, err := redisinfo.MainThreadCPU(text)
+		if err != nil {
+			b.Fatal(err)
 		}
-		return cpu, cmds
+		return float64(main.Microseconds()), redisinfo.CommandMicros(text)
 	}
 	cpu0, cmds0 := info()
 	pages := 0

@@ -140,8 +140,8 @@ type Service struct {
 	idSrc *idgen.SQLSource
 
 	local  *ristretto.Cache[int64, *Post]
-	pulls  *pulls // nil when LocalTTL is 0
-	views  *views // nil when LocalTTL is 0
+	pulls  *kept[pulled]   // nil when LocalTTL is 0
+	views  *kept[keptView] // nil when LocalTTL is 0
 	flight singleflight.Group
 
 	ids       *gene.IDs
@@ -216,7 +216,7 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 		if err != nil {
 			return nil, fmt.Errorf("%w: local cache: %w", ErrConfig, err)
 		}
-		s.pulls, s.views = newPulls(cfg.LocalTTL, maxPulls), newViews(cfg.LocalTTL)
+		s.pulls, s.views = newPulls(cfg.LocalTTL), newViews(cfg.LocalTTL)
 	}
 	return s, nil
 }

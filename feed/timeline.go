@@ -249,7 +249,7 @@ func (s *Service) pull(ctx context.Context, celebs []string, max string, fetch i
 	var toks []*redis.StringCmd
 	pipe := s.rdb.Pipeline()
 	for i, c := range celebs {
-		if p, ok := s.pulls.get(c, fetch, now); first && ok {
+		if p, ok := s.pulls.get(c, now); first && ok && p.serves(fetch) {
 			kept, keptAt = append(kept, p), append(keptAt, i)
 			toks = append(toks, pipe.Get(ctx, s.userKey(c, "outver")))
 		} else {
@@ -292,7 +292,9 @@ func (s *Service) pull(ctx context.Context, celebs []string, max string, fetch i
 		out[i] = entries(ids)
 		if len(toks) > 0 {
 			tok, _ := toks[k].Result()
-			s.pulls.put(celebs[i], tok, ids, fetch, now)
+			if tok != "" {
+				s.pulls.put(celebs[i], pulled{token: tok, ids: ids, asked: fetch}, now)
+			}
 		}
 	}
 	return out, nil
@@ -396,7 +398,7 @@ func (s *Service) readInbox(ctx context.Context, reader string, pos position, fe
 	ks := []string{s.userKey(reader, "inbox"), s.userKey(reader, "following"), s.userKey(reader, "pushed"), s.userKey(reader, "muted"), s.userKey(reader, "viewtok")}
 	for attempt := 0; ; attempt++ {
 		now := time.Now()
-		kept, ok := s.views.token(reader, now)
+		kept, ok := s.views.get(reader, now)
 		held, fresh := "", ""
 		if ok {
 			held = kept.token
@@ -417,8 +419,11 @@ func (s *Service) readInbox(ctx context.Context, reader string, pos position, fe
 		} else {
 			g = view{following: parseSet(res[3]), muted: parseSet(res[5])}
 			if have == 1 && haveMuted == 1 {
-				tok, _ := res[6].(string)
-				s.views.put(reader, tok, g, now)
+				if tok, _ := res[6].(string); tok != "" {
+					s.views.put(reader, keptView{token: tok, v: g}, now)
+				} else {
+					s.views.drop(reader)
+				}
 			}
 		}
 		if state == 2 && have == 1 && haveMuted == 1 {

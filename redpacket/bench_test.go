@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/casebook-dev/casebook/internal/luascript"
+	"github.com/casebook-dev/casebook/internal/redisinfo"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/redpacket"
 )
@@ -290,31 +291,11 @@ func readServerTime(ctx context.Context, c redis.UniversalClient) serverTime {
 	if err != nil {
 		return serverTime{}
 	}
-	var t serverTime
-	var stats, cpu bool
-	for line := range strings.Lines(info) {
-		line = strings.TrimSpace(line)
-		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
-			rest, ok := strings.CutPrefix(line, cmd)
-			if !ok {
-				continue
-			}
-			for kv := range strings.SplitSeq(rest, ",") {
-				if v, ok := strings.CutPrefix(kv, "usec="); ok {
-					f, _ := strconv.ParseFloat(v, 64)
-					t.script, stats = t.script+f, true
-				}
-			}
-		}
-		for _, field := range []string{"used_cpu_user_main_thread:", "used_cpu_sys_main_thread:"} {
-			if v, ok := strings.CutPrefix(line, field); ok {
-				f, _ := strconv.ParseFloat(v, 64)
-				t.cpu, cpu = t.cpu+f*1e6, true
-			}
-		}
-	}
-	t.ok = stats && cpu
-	return t
+	m := redisinfo.CommandMicros(info)
+	sha, withSha := m["evalsha"]
+	eval, withEval := m["eval"]
+	cpu, err := redisinfo.MainThreadCPU(info)
+	return serverTime{script: sha + eval, cpu: float64(cpu.Microseconds()), ok: (withSha || withEval) && err == nil}
 }
 
 func setupB(b *testing.B, r *testenv.Redis, cfg redpacket.Config) *fixture {

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/idgen"
+	"github.com/casebook-dev/casebook/internal/redisinfo"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/order"
 )
@@ -263,18 +264,6 @@ func scriptMicros(b *testing.B, r *testenv.Redis) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	total := 0.0
-	for line := range strings.Lines(info) {
-		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
-			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
-				for kv := range strings.SplitSeq(rest, ",") {
-					if v, ok := strings.CutPrefix(kv, "usec="); ok {
-						f, _ := strconv.ParseFloat(v, 64)
-						total += f
-					}
-				}
-			}
-		}
-	}
-	return total
+	m := redisinfo.CommandMicros(info)
+	return m["evalsha"] + m["eval"]
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/casebook-dev/casebook/hotlist"
 	"github.com/casebook-dev/casebook/hotlist/hotkafka"
+	"github.com/casebook-dev/casebook/internal/redisinfo"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/kafka"
 )
@@ -96,19 +96,8 @@ func scriptMicros(b *testing.B, r *testenv.Redis) int64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var total int64
-	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
-			continue
-		}
-		for _, field := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
-			if v, ok := strings.CutPrefix(field, "usec="); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				total += n
-			}
-		}
-	}
-	return total
+	m := redisinfo.CommandMicros(info)
+	return int64(m["evalsha"] + m["eval"])
 }
 
 // ingest runs one consumer until Redis holds every partition's last offset
