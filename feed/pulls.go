@@ -106,9 +106,7 @@ func (c *kept[V]) put(key string, v V, now time.Time) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.m[key]; ok {
-		c.remove(key, old)
-	}
+	c.forget(key)
 	cost := c.cost(v)
 	if cost > c.max/10 {
 		return
@@ -130,6 +128,10 @@ func (c *kept[V]) drop(key string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.forget(key)
+}
+
+func (c *kept[V]) forget(key string) {
 	if old, ok := c.m[key]; ok {
 		c.remove(key, old)
 	}
