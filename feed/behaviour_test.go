@@ -441,3 +441,41 @@ func (h *stallKey) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		return next(ctx, cmd)
 	}
 }
+
+// TestSteadyReadsRenewKeys: a reader whose view this process keeps reads
+// in one round trip without read.lua, which renews nothing; once the
+// reader's keys have run down by over 1/64 of ActivePeriod, the read is
+// read.lua's again and every key gets the whole period back.
+func TestSteadyReadsRenewKeys(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		f := newFixture(t, r, feed.Config{ActivePeriod: time.Hour})
+		f.follow("reader", "alice")
+		p := f.post("alice", "hello")
+		f.fanout()
+		for range 3 { // the first read builds, the next ones are steady
+			if got := f.timeline("reader", 10); !slices.Equal(got, []int64{p.ID}) {
+				t.Fatalf("reader sees %v, want [%d]", got, p.ID)
+			}
+		}
+		space := keys.NewSpace(keys.Join(f.r.Namespace, "feed"))
+		var ks []string
+		for _, part := range []string{"inbox", "pushed", "following", "muted", "viewtok"} {
+			k := space.Key("u:reader", part)
+			if n, _ := f.r.Client.Exists(f.ctx, k).Result(); n != 1 {
+				t.Fatalf("%s missing after steady reads", part)
+			}
+			ks = append(ks, k)
+		}
+		for _, k := range ks {
+			f.r.Client.PExpire(f.ctx, k, 50*time.Minute) // an hour's reads later
+		}
+		if got := f.timeline("reader", 10); !slices.Equal(got, []int64{p.ID}) {
+			t.Fatalf("reader sees %v, want [%d]", got, p.ID)
+		}
+		for _, k := range ks {
+			if ttl := f.r.Client.PTTL(f.ctx, k).Val(); ttl < 59*time.Minute || ttl > time.Hour {
+				t.Errorf("%s lives %v after the read, want about an hour", k, ttl)
+			}
+		}
+	})
+}

@@ -109,7 +109,7 @@ func (s *Service) UnreadSince(ctx context.Context, user string) (_ int64, err er
 	if err != nil {
 		return 0, err
 	}
-	_, g, err := s.readInbox(ctx, user, position{}, 1)
+	_, g, err := s.readInbox(ctx, user, "+inf", 1)
 	if err != nil {
 		return 0, err
 	}

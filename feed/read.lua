@@ -70,6 +70,9 @@ end
 local tok = redis.call('GET', KEYS[5])
 if tok and tok == ARGV[6] then
   if renew then
+    -- the sets the token vouches for live as long as it does
+    redis.call('PEXPIRE', KEYS[2], ttl)
+    redis.call('PEXPIRE', KEYS[4], ttl)
     redis.call('PEXPIRE', KEYS[5], ttl)
   end
   return {state, 2, entries, {}, 2, {}, tok}

@@ -144,23 +144,28 @@ func (s *Service) Timeline(ctx context.Context, reader, cursor string, limit int
 // followees and mutes, and whether there is more. Muted celebrities are not
 // pulled.
 func (s *Service) candidates(ctx context.Context, reader string, pos position, fetch int, reg map[string]int64) ([]entry, map[int64]*Post, view, bool, error) {
-	inbox, g, err := s.readInbox(ctx, reader, pos, fetch)
+	max := "+inf"
+	if pos.score > 0 {
+		max = strconv.FormatInt(pos.score, 10)
+	}
+	inbox, g, celebs, outboxes, err := s.readKept(ctx, reader, max, fetch, reg)
 	if err != nil {
 		return nil, nil, view{}, false, err
 	}
-	celebs := g.pulled(reg)
-	sources := [][]entry{inbox}
-	if len(celebs) > 0 {
-		max := "+inf"
-		if pos.score > 0 {
-			max = strconv.FormatInt(pos.score, 10)
-		}
-		outboxes, err := s.pull(ctx, celebs, max, fetch)
-		if err != nil {
+	if inbox == nil {
+		if inbox, g, err = s.readInbox(ctx, reader, max, fetch); err != nil {
 			return nil, nil, view{}, false, err
 		}
-		sources = append(sources, outboxes...)
+		if c := g.pulled(reg); outboxes == nil || !slices.Equal(c, celebs) {
+			celebs, outboxes = c, nil
+			if len(celebs) > 0 {
+				if outboxes, err = s.pull(ctx, celebs, max, fetch); err != nil {
+					return nil, nil, view{}, false, err
+				}
+			}
+		}
 	}
+	sources := append([][]entry{inbox}, outboxes...)
 	keys := []string{s.userKey(reader, "inbox")}
 	for _, c := range celebs {
 		keys = append(keys, s.userKey(c, "outbox"))
@@ -235,69 +240,159 @@ func (s *Service) candidates(ctx context.Context, reader string, pos position, f
 }
 
 // pull reads the newest fetch ids at or below max of each celebrity's
-// outbox, in one pipeline: for a first page (max "+inf") with the head kept
-// in memory (pulls), only the outbox's version token, and the ids kept when
-// it has not changed; otherwise the token, then the ids (kept for the next
-// page). Heads whose token changed are read in a second pipeline.
+// outbox (see pullRead), in one pipeline and, for heads whose token
+// changed, a second.
 func (s *Service) pull(ctx context.Context, celebs []string, max string, fetch int) ([][]entry, error) {
-	out := make([][]entry, len(celebs))
-	first := max == "+inf"
-	now := time.Now()
-	todo := make([]int, 0, len(celebs)) // celebs whose ids must be read
-	var kept []pulled
-	var keptAt []int
-	var toks []*redis.StringCmd
+	r := s.newPullRead(celebs, max, fetch, time.Now())
 	pipe := s.rdb.Pipeline()
-	for i, c := range celebs {
-		if p, ok := s.pulls.get(c, now); first && ok && p.serves(fetch) {
-			kept, keptAt = append(kept, p), append(keptAt, i)
-			toks = append(toks, pipe.Get(ctx, s.userKey(c, "outver")))
-		} else {
-			todo = append(todo, i)
-		}
-	}
-	if len(toks) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("feed: read celebrity outbox versions: %w", err)
-		}
-		for k, p := range kept {
-			if tok, err := toks[k].Result(); err == nil && tok == p.token {
-				out[keptAt[k]] = entries(p.ids[:min(fetch, len(p.ids))])
-			} else {
-				todo = append(todo, keptAt[k])
-			}
-		}
-	}
-	if len(todo) == 0 {
-		return out, nil
-	}
-	pipe = s.rdb.Pipeline()
-	toks = toks[:0]
-	ranges := make([]*redis.StringSliceCmd, len(todo))
-	for k, i := range todo {
-		if first && s.pulls != nil {
-			// the token first: ids read after it are at least as new
-			toks = append(toks, pipe.Get(ctx, s.userKey(celebs[i], "outver")))
-		}
-		ranges[k] = pipe.ZRevRangeByScore(ctx, s.userKey(celebs[i], "outbox"), &redis.ZRangeBy{Max: max, Min: "-inf", Count: int64(fetch)})
-	}
+	r.queue(ctx, pipe)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("feed: read celebrity outboxes: %w", err)
 	}
-	for k, i := range todo {
-		if err := ranges[k].Err(); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("feed: read celebrity outboxes: %w", err)
+	return r.finish(ctx)
+}
+
+// pullRead is a read of celebrities' outbox heads, queued on a pipeline
+// (queue) and completed after it ran (finish): for a first page (max
+// "+inf") with the head kept in memory (pulls), only the outbox's version
+// token, and the ids kept when it has not changed; otherwise the token,
+// then the ids (kept for the next page). Heads whose token changed are
+// read again by finish, in a second pipeline.
+type pullRead struct {
+	s      *Service
+	celebs []string
+	max    string
+	fetch  int
+	now    time.Time
+	kept   []pulled // heads kept, for celebs[keptAt[k]]
+	keptAt []int
+	lead   int                // keys read before the kept heads' tokens
+	tokens tokenReads         // the lead keys, then the kept heads' tokens
+	todo   []int              // celebs whose ids are read
+	toks   []*redis.StringCmd // per todo: the token read before the ids (first pages)
+	ranges []*redis.StringSliceCmd
+}
+
+func (s *Service) newPullRead(celebs []string, max string, fetch int, now time.Time) *pullRead {
+	r := &pullRead{s: s, celebs: celebs, max: max, fetch: fetch, now: now}
+	first := max == "+inf"
+	for i, c := range celebs {
+		if p, ok := s.pulls.get(c, now); first && ok && p.serves(fetch) {
+			r.kept, r.keptAt = append(r.kept, p), append(r.keptAt, i)
+		} else {
+			r.todo = append(r.todo, i)
 		}
-		ids := ranges[k].Val()
+	}
+	return r
+}
+
+// queue adds the read's commands to pipe, reading the lead keys' values
+// with the kept heads' tokens (see leadValue).
+func (r *pullRead) queue(ctx context.Context, pipe redis.Pipeliner, lead ...string) {
+	keys := lead
+	for k := range r.kept {
+		keys = append(keys, r.s.userKey(r.celebs[r.keptAt[k]], "outver"))
+	}
+	r.lead, r.tokens = len(lead), r.s.readTokens(ctx, pipe, keys)
+	r.queueIDs(ctx, pipe)
+}
+
+// leadValue is the value of queue's lead key i ("" when missing).
+func (r *pullRead) leadValue(i int) (string, error) { return r.tokens.value(i) }
+
+// queueIDs adds the reads of the todo heads' ids to pipe.
+func (r *pullRead) queueIDs(ctx context.Context, pipe redis.Pipeliner) {
+	r.toks, r.ranges = r.toks[:0], make([]*redis.StringSliceCmd, len(r.todo))
+	for k, i := range r.todo {
+		if r.max == "+inf" && r.s.pulls != nil {
+			// the token first: ids read after it are at least as new
+			r.toks = append(r.toks, pipe.Get(ctx, r.s.userKey(r.celebs[i], "outver")))
+		}
+		r.ranges[k] = pipe.ZRevRangeByScore(ctx, r.s.userKey(r.celebs[i], "outbox"), &redis.ZRangeBy{Max: r.max, Min: "-inf", Count: int64(r.fetch)})
+	}
+}
+
+// finish returns each celebrity's ids once the queued commands ran,
+// reading the heads whose token changed.
+func (r *pullRead) finish(ctx context.Context) ([][]entry, error) {
+	out := make([][]entry, len(r.celebs))
+	if err := r.take(out); err != nil {
+		return nil, err
+	}
+	var changed []int
+	for k, p := range r.kept {
+		tok, err := r.tokens.value(r.lead + k)
+		if err != nil {
+			return nil, fmt.Errorf("feed: read celebrity outbox versions: %w", err)
+		}
+		if tok != "" && tok == p.token {
+			out[r.keptAt[k]] = entries(p.ids[:min(r.fetch, len(p.ids))])
+		} else {
+			changed = append(changed, r.keptAt[k])
+		}
+	}
+	if len(changed) == 0 {
+		return out, nil
+	}
+	r.kept, r.todo = nil, changed
+	pipe := r.s.rdb.Pipeline()
+	r.queueIDs(ctx, pipe)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("feed: read celebrity outboxes: %w", err)
+	}
+	return out, r.take(out)
+}
+
+// take sets out's entries of the todo heads from their replies, keeping
+// each head read after its token.
+func (r *pullRead) take(out [][]entry) error {
+	for k, i := range r.todo {
+		if err := r.ranges[k].Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("feed: read celebrity outboxes: %w", err)
+		}
+		ids := r.ranges[k].Val()
 		out[i] = entries(ids)
-		if len(toks) > 0 {
-			tok, _ := toks[k].Result()
-			if tok != "" {
-				s.pulls.put(celebs[i], pulled{token: tok, ids: ids, asked: fetch}, now)
+		if len(r.toks) > 0 {
+			if tok, _ := r.toks[k].Result(); tok != "" {
+				r.s.pulls.put(r.celebs[i], pulled{token: tok, ids: ids, asked: r.fetch}, r.now)
 			}
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// tokenReads are reads of string values (tokens) in a pipeline: one MGET
+// on a single node, else a GET each (a cluster spreads them over slots).
+type tokenReads struct {
+	all  *redis.SliceCmd
+	each []*redis.StringCmd
+}
+
+func (s *Service) readTokens(ctx context.Context, pipe redis.Pipeliner, keys []string) tokenReads {
+	if _, single := s.rdb.(*redis.Client); single && len(keys) > 1 {
+		return tokenReads{all: pipe.MGet(ctx, keys...)}
+	}
+	t := tokenReads{each: make([]*redis.StringCmd, len(keys))}
+	for i, k := range keys {
+		t.each[i] = pipe.Get(ctx, k)
+	}
+	return t
+}
+
+// value is key i's value, "" when it is missing.
+func (t tokenReads) value(i int) (string, error) {
+	if t.all != nil {
+		if err := t.all.Err(); err != nil {
+			return "", err
+		}
+		v, _ := t.all.Val()[i].(string)
+		return v, nil
+	}
+	v, err := t.each[i].Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return v, err
 }
 
 // entries are ids read from a source, unscored.
@@ -377,7 +472,7 @@ func (s *Service) scoreSources(ctx context.Context, sources [][]entry, keys []st
 // and the ones they muted.
 type view struct{ following, muted map[string]bool }
 
-// pulled returns the followed, unmuted celebrities of reg.
+// pulled returns the followed, unmuted celebrities of reg, in order.
 func (g view) pulled(reg map[string]int64) []string {
 	var celebs []string
 	for f := range g.following {
@@ -385,16 +480,71 @@ func (g view) pulled(reg map[string]int64) []string {
 			celebs = append(celebs, f)
 		}
 	}
+	slices.Sort(celebs)
 	return celebs
 }
 
-// readInbox returns up to fetch inbox entries at or below pos's score and the
-// reader's followees and mutes, rebuilding any from SQL when Redis lacks it.
-func (s *Service) readInbox(ctx context.Context, reader string, pos position, fetch int) ([]entry, view, error) {
-	max := "+inf"
-	if pos.score > 0 {
-		max = strconv.FormatInt(pos.score, 10)
+// readKept is a page's read in one round trip for a reader whose view this
+// process keeps: read.lua's reads as plain commands, which cost Redis a
+// fraction of a script call, pipelined with the view token and the pulled
+// celebrities' heads. It serves the page only in read.lua's steady state:
+// nothing pushed since the last read, the inbox built, its lifetime not
+// due for renewal, and the view token unchanged. Otherwise it returns a
+// nil inbox and the caller runs read.lua; the heads read are returned all
+// the same when the view held (the script then only has pushes to move or
+// keys to renew), for the caller to use if the script's view agrees.
+//
+// The reads are not one transaction, and need not be: the token is read
+// after the inbox, so a token unchanged means no follow, unfollow, block
+// or mute happened before the inbox was read (each drops it), and what
+// else may come between — a push appended, another read moving pushes in,
+// a stale id removed — gives a page read a moment earlier or later. The
+// inbox cannot be dropped or rebuilt in between: it has at least 63/64 of
+// ActivePeriod to live.
+func (s *Service) readKept(ctx context.Context, reader, max string, fetch int, reg map[string]int64) (inbox []entry, g view, celebs []string, outboxes [][]entry, err error) {
+	now := time.Now()
+	kv, ok := s.views.get(reader, now)
+	if !ok {
+		return nil, view{}, nil, nil, nil
 	}
+	g = kv.v
+	celebs = g.pulled(reg)
+	ik := s.userKey(reader, "inbox")
+	pipe := s.rdb.Pipeline()
+	pushed := pipe.LRange(ctx, s.userKey(reader, "pushed"), 0, 1)
+	state := pipe.ZScore(ctx, ik, marker)
+	life := pipe.PTTL(ctx, ik)
+	ids := pipe.ZRevRangeByScore(ctx, ik, &redis.ZRangeBy{Max: max, Min: "(0", Count: int64(fetch)})
+	heads := s.newPullRead(celebs, max, fetch, now)
+	heads.queue(ctx, pipe, s.userKey(reader, "viewtok"))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, view{}, nil, nil, fmt.Errorf("feed: read inbox: %w", err)
+	}
+	for _, c := range []redis.Cmder{pushed, life, ids} { // Exec gave the first error only
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, view{}, nil, nil, fmt.Errorf("feed: read inbox: %w", err)
+		}
+	}
+	if tok, err := heads.leadValue(0); err != nil || tok != kv.token {
+		return nil, view{}, nil, nil, err // the view changed: read it again, and the heads of its celebrities
+	}
+	if outboxes, err = heads.finish(ctx); err != nil {
+		return nil, view{}, nil, nil, err
+	}
+	period := s.cfg.ActivePeriod
+	if p := pushed.Val(); len(p) != 1 || p[0] != marker || state.Err() != nil || state.Val() != 0 || life.Val() < period-period/64 {
+		return nil, g, celebs, outboxes, nil
+	}
+	inbox = make([]entry, 0, len(ids.Val()))
+	for _, id := range ids.Val() {
+		inbox = append(inbox, entry{id: id, inbox: true})
+	}
+	return inbox, g, celebs, outboxes, nil
+}
+
+// readInbox returns up to fetch inbox entries at or below max and the
+// reader's followees and mutes, rebuilding any from SQL when Redis lacks it.
+func (s *Service) readInbox(ctx context.Context, reader, max string, fetch int) ([]entry, view, error) {
 	ks := []string{s.userKey(reader, "inbox"), s.userKey(reader, "following"), s.userKey(reader, "pushed"), s.userKey(reader, "muted"), s.userKey(reader, "viewtok")}
 	for attempt := 0; ; attempt++ {
 		now := time.Now()
