@@ -31,9 +31,10 @@ func DecodeCursor(key []byte, reader, c string) (int64, int64, error) {
 func (s *Service) Promote(ctx context.Context, user string) error { return s.promote(ctx, user) }
 
 // InboxKey, PushedKey and OutboxKey name a user's keys, for benchmarks.
-func (s *Service) InboxKey(user string) string  { return s.userKey(user, "inbox") }
-func (s *Service) PushedKey(user string) string { return s.userKey(user, "pushed") }
-func (s *Service) OutboxKey(user string) string { return s.userKey(user, "outbox") }
+func (s *Service) InboxKey(user string) string      { return s.userKey(user, "inbox") }
+func (s *Service) UserKey(user, part string) string { return s.userKey(user, part) }
+func (s *Service) PushedKey(user string) string     { return s.userKey(user, "pushed") }
+func (s *Service) OutboxKey(user string) string     { return s.userKey(user, "outbox") }
 
 // FollowersTable names the followee-side table of user, for bulk seeding.
 func (s *Service) FollowersTable(user string) (*sqlx.DB, string) {
