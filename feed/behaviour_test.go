@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -477,5 +478,66 @@ func TestSteadyReadsRenewKeys(t *testing.T) {
 				t.Errorf("%s lives %v after the read, want about an hour", k, ttl)
 			}
 		}
+	})
+}
+
+// TestPendingPushesServed: a reader whose view this process keeps gets the
+// posts pushed since the last read without read.lua, straight from the
+// pushed list, which stays as it is — through every page of a cursor
+// walk, with a push delivered twice shown once and a deleted one not at
+// all — until it holds more than a page reads (feed.MaxPending), when the
+// next read moves it into the inbox.
+func TestPendingPushesServed(t *testing.T) {
+	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		f := newFixture(t, r, feed.Config{})
+		f.follow("reader", "alice")
+		f.follow("reader", "bob")
+		f.timeline("reader", 10)
+		f.timeline("reader", 10) // the view is kept from here
+		var want []int64
+		publish := func(n int) {
+			for i := range n {
+				p := f.post([]string{"alice", "bob"}[i%2], fmt.Sprintf("p%d", len(want)))
+				want = append([]int64{p.ID}, want...)
+			}
+			f.fanout()
+		}
+		pending := func() int64 { t.Helper(); return f.r.Client.LLen(f.ctx, f.pushed("reader")).Val() - 1 }
+		check := func(what string, size int) {
+			t.Helper()
+			if got := f.timeline("reader", size); !slices.Equal(got, want) {
+				t.Fatalf("%s: timeline %v, want %v", what, got, want)
+			}
+		}
+		publish(10)
+		if n := pending(); n != 10 {
+			t.Fatalf("%d pushes pending, want 10", n)
+		}
+		check("ten pushed", 3)
+		check("ten pushed, read again", 20)
+		if n := pending(); n != 10 {
+			t.Fatalf("%d pushes pending after the reads, want the 10 left unmoved", n)
+		}
+		// A chunk delivered twice pushes its post twice.
+		last := f.r.Client.LIndex(f.ctx, f.pushed("reader"), -1).Val()
+		f.r.Client.RPush(f.ctx, f.pushed("reader"), last)
+		check("a push delivered twice", 4)
+		gone := want[3]
+		if err := f.s.Delete(f.ctx, "alice", gone); err != nil {
+			if err := f.s.Delete(f.ctx, "bob", gone); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want = slices.DeleteFunc(want, func(id int64) bool { return id == gone })
+		check("a pending post deleted", 4)
+		if n := pending(); n != 11 {
+			t.Fatalf("%d pushes pending, want 11", n)
+		}
+		publish(feed.MaxPending)
+		check("more pushed than a page reads", 7)
+		if n := pending(); n != 0 {
+			t.Fatalf("%d pushes pending after a read of over %d, want them moved", n, feed.MaxPending)
+		}
+		check("moved", 5)
 	})
 }

@@ -27,12 +27,17 @@ import (
 // The UNLINK's cost on missing keys (its round trip, mostly) is measured
 // alone and taken off; what freeing the keys adds stays in (the unlink line
 // of the log, about 1% of a first page).
+//
+// page=pushed is a returning reader's page with one post pushed since the
+// last (an inbox entry appended to the pushed list, as fan-out does, before
+// each page; that RPUSH's cost measured alone and taken off).
 func BenchmarkTimelineRedisCost(b *testing.B) {
-	b.Run("page=steady", func(b *testing.B) { benchRedisCost(b, false) })
-	b.Run("page=first", func(b *testing.B) { benchRedisCost(b, true) })
+	b.Run("page=steady", func(b *testing.B) { benchRedisCost(b, "steady") })
+	b.Run("page=pushed", func(b *testing.B) { benchRedisCost(b, "pushed") })
+	b.Run("page=first", func(b *testing.B) { benchRedisCost(b, "first") })
 }
 
-func benchRedisCost(b *testing.B, first bool) {
+func benchRedisCost(b *testing.B, kind string) {
 	r := testenv.NewRedis(b)
 	r.NeedsServer(b, "INFO cpu and commandstats, which miniredis lacks")
 	s, reader := seedTimeline(b, r)
@@ -57,25 +62,46 @@ func benchRedisCost(b *testing.B, first bool) {
 			b.Fatal(err)
 		}
 	}
-	// What the UNLINK before each first page costs Redis, on missing keys.
-	var unlinkCost float64
-	if first {
+	// The pushes: inbox entries as fan-out appends them ("score:id").
+	zs, err := r.Client.ZRangeWithScores(ctx, s.InboxKey(reader), 1, 200).Result()
+	if err != nil || len(zs) < 200 {
+		b.Fatalf("inbox entries %d: %v", len(zs), err)
+	}
+	pushed := s.PushedKey(reader)
+	push := func(key string, i int) {
+		z := zs[i%len(zs)]
+		if err := r.Client.RPush(ctx, key, fmt.Sprintf("%d:%s", int64(z.Score), z.Member)).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// What the UNLINK before each first page, or the RPUSH before each
+	// pushed one, costs Redis alone: on missing keys, or a list of its own.
+	var prep float64
+	if kind != "steady" {
 		missing := make([]string, len(expired))
 		for i, k := range expired {
 			missing[i] = k + ":missing"
 		}
 		c0, _ := info()
-		for range 2000 {
-			unlink(missing)
+		for i := range 2000 {
+			if kind == "first" {
+				unlink(missing)
+			} else {
+				push(pushed+":alone", i)
+			}
 		}
 		c1, _ := info()
-		unlinkCost = (c1 - c0) / 2000
+		prep = (c1 - c0) / 2000
+		unlink([]string{pushed + ":alone"})
 	}
 	cpu0, cmds0 := info()
 	pages := 0
-	for b.Loop() {
-		if first {
+	for i := 0; b.Loop(); i++ {
+		switch kind {
+		case "first":
 			unlink(expired)
+		case "pushed":
+			push(pushed, i)
 		}
 		p, err := s.Timeline(ctx, reader, "", 20)
 		if err != nil || len(p.Posts) != 20 {
@@ -84,7 +110,7 @@ func benchRedisCost(b *testing.B, first bool) {
 		pages++
 	}
 	cpu1, cmds1 := info()
-	b.ReportMetric((cpu1-cpu0)/float64(pages)-unlinkCost, "redis-µs/page")
+	b.ReportMetric((cpu1-cpu0)/float64(pages)-prep, "redis-µs/page")
 	var lines []string
 	for name, usec := range cmds1 {
 		if d := usec - cmds0[name]; d > 0 {

@@ -147,21 +147,27 @@
 // A script call costs Redis far more than the commands it runs: read.lua
 // was 38–53 µs a page of which its commands took about 10. So a reader
 // whose view this process keeps is read without it, in ONE pipeline of
-// plain commands: the pushed list's head, the inbox's state marker and
-// lifetime, the page's ids, then the view token and the kept celebrities'
-// version tokens (one MGET on a single node; a GET each on a cluster). In
-// read.lua's steady state — nothing pushed since the last read, the inbox
-// built, its lifetime not due for renewal, the view token unchanged — that
-// is the page; otherwise read.lua runs as before, and the heads read are
-// used when its view agrees. The reads need not be one transaction: the
-// view token is read after the inbox, so an unchanged token means no
-// follow, unfollow, block or mute came before the inbox was read, and a
-// push or another read's move in between gives a page read a moment
-// earlier or later (TestSteadyReadsRenewKeys: the script still renews
-// every key once due; TestKeptViewsFollowOtherProcesses: a token another
-// process set is told from the kept one). BenchmarkTimelineRedisCost (20
-// pulled celebrities, private Redis, -benchtime 3000x, builds
-// alternating, machine busy): 33–50 µs of Redis CPU a page against 74–117.
+// plain commands: the pushed list's head, the page's ids, the inbox's state
+// marker and lifetime, then the view token and the kept celebrities'
+// version tokens (one MGET on a single node; a GET each on a cluster).
+// When the inbox is built, its lifetime not due for renewal and the view
+// token unchanged, that is the page; posts pushed since the last read (up
+// to 32) are read from the pushed list as a source of their
+// own and left there, to be moved into the inbox by the read that finds
+// more (or renews the keys). Otherwise read.lua runs as before, and the
+// heads read are used when its view agrees. The reads need not be one
+// transaction: the view token is read after the inbox, so an unchanged
+// token means no follow, unfollow, block or mute came before the inbox
+// was read; the pushed list is read before the inbox, so a push another
+// read moves in between is seen twice (and collapses), never missed
+// (TestSteadyReadsRenewKeys: the script still renews every key once due;
+// TestPendingPushesServed: pushes served unmoved through a cursor walk, a
+// push delivered twice shown once, a deleted one hidden, a long list
+// moved; TestKeptViewsFollowOtherProcesses: a token another process set is
+// told from the kept one). BenchmarkTimelineRedisCost (20 pulled
+// celebrities, private Redis, -benchtime 1000x, builds alternating, machine
+// busy): a steady page 50–57 µs of Redis CPU against 114–141, a page with
+// one post pushed since the last 54–73 µs against 97–167.
 // The harness's feed.read (5 pulled celebrities, same command as above,
 // busy): 26.0k and 28.8k pages per core of Redis CPU (35–38 µs a page)
 // against 14.0k and 14.2k, the plan's Redis for the seed's timeline reads

@@ -49,3 +49,6 @@ func (s *Service) PostsTable(id int64) (*sqlx.DB, string) {
 	sh := s.shardOfPost(id)
 	return sh.DB, sh.Table
 }
+
+// MaxPending is maxPending.
+const MaxPending = maxPending

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -148,7 +149,7 @@ func (s *Service) candidates(ctx context.Context, reader string, pos position, f
 	if pos.score > 0 {
 		max = strconv.FormatInt(pos.score, 10)
 	}
-	inbox, g, celebs, outboxes, err := s.readKept(ctx, reader, max, fetch, reg)
+	inbox, pending, g, celebs, outboxes, err := s.readKept(ctx, reader, max, fetch, reg)
 	if err != nil {
 		return nil, nil, view{}, false, err
 	}
@@ -165,8 +166,11 @@ func (s *Service) candidates(ctx context.Context, reader string, pos position, f
 			}
 		}
 	}
-	sources := append([][]entry{inbox}, outboxes...)
-	keys := []string{s.userKey(reader, "inbox")}
+	// The pushes not yet moved into the inbox are a source of their own, read
+	// whole (and looked up in the inbox if their post is gone: they are not
+	// there yet, so they are left out, as the post would be).
+	sources := append([][]entry{inbox, pending}, outboxes...)
+	keys := []string{s.userKey(reader, "inbox"), s.userKey(reader, "inbox")}
 	for _, c := range celebs {
 		keys = append(keys, s.userKey(c, "outbox"))
 	}
@@ -177,7 +181,7 @@ func (s *Service) candidates(ctx context.Context, reader string, pos position, f
 	// left — pos itself.)
 	full := make([]bool, len(sources))
 	for i, src := range sources {
-		full[i] = len(src) == fetch
+		full[i] = len(src) == fetch && i != 1
 	}
 	posts, err := s.scoreSources(ctx, sources, keys)
 	if err != nil {
@@ -484,62 +488,95 @@ func (g view) pulled(reg map[string]int64) []string {
 	return celebs
 }
 
+// maxPending is the most pushes a page reads from the pushed list beside
+// the inbox, unmoved; a longer list is moved into the inbox (read.lua).
+const maxPending = 32
+
 // readKept is a page's read in one round trip for a reader whose view this
 // process keeps: read.lua's reads as plain commands, which cost Redis a
 // fraction of a script call, pipelined with the view token and the pulled
-// celebrities' heads. It serves the page only in read.lua's steady state:
-// nothing pushed since the last read, the inbox built, its lifetime not
-// due for renewal, and the view token unchanged. Otherwise it returns a
-// nil inbox and the caller runs read.lua; the heads read are returned all
-// the same when the view held (the script then only has pushes to move or
-// keys to renew), for the caller to use if the script's view agrees.
+// celebrities' heads. It serves the page in read.lua's steady state — the
+// inbox built, its lifetime not due for renewal, the view token unchanged
+// — and when up to maxPending posts were pushed since: those are returned
+// as pending, a source of the page beside the inbox, and stay in the
+// pushed list until a read runs read.lua (their scores are the posts'
+// own, and duplicates collapse in the merge as in the inbox). Otherwise it
+// returns a nil inbox and the caller runs read.lua; the heads read are
+// returned all the same when the view held (the script then only has
+// pushes to move or keys to renew), for the caller to use if the script's
+// view agrees.
 //
 // The reads are not one transaction, and need not be: the token is read
 // after the inbox, so a token unchanged means no follow, unfollow, block
-// or mute happened before the inbox was read (each drops it), and what
-// else may come between — a push appended, another read moving pushes in,
-// a stale id removed — gives a page read a moment earlier or later. The
+// or mute happened before the inbox was read (each drops it); the pushed
+// list is read before the inbox, so pushes another read moves in between
+// are in both (and collapse), never in neither; a push appended after the
+// list was read is one a page read a moment earlier would miss too. The
 // inbox cannot be dropped or rebuilt in between: it has at least 63/64 of
 // ActivePeriod to live.
-func (s *Service) readKept(ctx context.Context, reader, max string, fetch int, reg map[string]int64) (inbox []entry, g view, celebs []string, outboxes [][]entry, err error) {
+func (s *Service) readKept(ctx context.Context, reader, max string, fetch int, reg map[string]int64) (inbox, pending []entry, g view, celebs []string, outboxes [][]entry, err error) {
 	now := time.Now()
 	kv, ok := s.views.get(reader, now)
 	if !ok {
-		return nil, view{}, nil, nil, nil
+		return nil, nil, view{}, nil, nil, nil
 	}
 	g = kv.v
 	celebs = g.pulled(reg)
 	ik := s.userKey(reader, "inbox")
 	pipe := s.rdb.Pipeline()
-	pushed := pipe.LRange(ctx, s.userKey(reader, "pushed"), 0, 1)
+	pushed := pipe.LRange(ctx, s.userKey(reader, "pushed"), 0, maxPending)
+	ids := pipe.ZRevRangeByScore(ctx, ik, &redis.ZRangeBy{Max: max, Min: "(0", Count: int64(fetch)})
 	state := pipe.ZScore(ctx, ik, marker)
 	life := pipe.PTTL(ctx, ik)
-	ids := pipe.ZRevRangeByScore(ctx, ik, &redis.ZRangeBy{Max: max, Min: "(0", Count: int64(fetch)})
 	heads := s.newPullRead(celebs, max, fetch, now)
 	heads.queue(ctx, pipe, s.userKey(reader, "viewtok"))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, view{}, nil, nil, fmt.Errorf("feed: read inbox: %w", err)
+		return nil, nil, view{}, nil, nil, fmt.Errorf("feed: read inbox: %w", err)
 	}
 	for _, c := range []redis.Cmder{pushed, life, ids} { // Exec gave the first error only
 		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, view{}, nil, nil, fmt.Errorf("feed: read inbox: %w", err)
+			return nil, nil, view{}, nil, nil, fmt.Errorf("feed: read inbox: %w", err)
 		}
 	}
 	if tok, err := heads.leadValue(0); err != nil || tok != kv.token {
-		return nil, view{}, nil, nil, err // the view changed: read it again, and the heads of its celebrities
+		return nil, nil, view{}, nil, nil, err // the view changed: read it again, and the heads of its celebrities
 	}
 	if outboxes, err = heads.finish(ctx); err != nil {
-		return nil, view{}, nil, nil, err
+		return nil, nil, view{}, nil, nil, err
 	}
 	period := s.cfg.ActivePeriod
-	if p := pushed.Val(); len(p) != 1 || p[0] != marker || state.Err() != nil || state.Val() != 0 || life.Val() < period-period/64 {
-		return nil, g, celebs, outboxes, nil
+	p := pushed.Val()
+	// A pushed list without its marker first was trimmed by a push (the
+	// marker went with the oldest pushes): read.lua moves what is left.
+	if len(p) == 0 || len(p) > maxPending || p[0] != marker || state.Err() != nil || state.Val() != 0 || life.Val() < period-period/64 {
+		return nil, nil, g, celebs, outboxes, nil
 	}
 	inbox = make([]entry, 0, len(ids.Val()))
 	for _, id := range ids.Val() {
 		inbox = append(inbox, entry{id: id, inbox: true})
 	}
-	return inbox, g, celebs, outboxes, nil
+	for _, v := range p[1:] {
+		if id, ok := pushedID(v); ok {
+			pending = append(pending, entry{id: id})
+		}
+	}
+	return inbox, pending, g, celebs, outboxes, nil
+}
+
+// pushedID is the post id of a pushed list's entry, "score:id" with both
+// decimal (read.lua's pattern, which skips anything else).
+func pushedID(v string) (string, bool) {
+	score, id, ok := strings.Cut(v, ":")
+	return id, ok && decimal(score) && decimal(id)
+}
+
+func decimal(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // readInbox returns up to fetch inbox entries at or below max and the
