@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
@@ -45,26 +44,7 @@ func newFreezer(t testing.TB, db *sqlx.DB, cfg rank.FreezerConfig) *rank.Freezer
 // reopen opens a second pool on db's database, as another process would.
 func reopen(t testing.TB, db *sqlx.DB) *sqlx.DB {
 	t.Helper()
-	var dsn string
-	if db.DriverName() == "mysql" {
-		var name string
-		if err := db.Get(&name, "SELECT DATABASE()"); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := mysql.ParseDSN(os.Getenv(testenv.EnvMySQLDSN))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.DBName, cfg.ParseTime = name, true
-		dsn = cfg.FormatDSN()
-	} else {
-		var file string
-		if err := db.QueryRow("SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file); err != nil {
-			t.Fatal(err)
-		}
-		dsn = "file:" + file + "?_pragma=busy_timeout(20000)&_txlock=immediate"
-	}
-	other, err := sqlx.Open(db.DriverName(), dsn)
+	other, err := sqlx.Open(testenv.Location(t, db))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,8 @@ func BenchmarkShorten(b *testing.B) {
 }
 
 // BenchmarkRedirectHTTP: GET /{code} through the handler — with the local
-// miss filter (the default), or reading the client's miss budget from Redis
+// miss filter and the analytics (the defaults), with the analytics off
+// (Config.NoAnalytics), or reading the client's miss budget from Redis
 // before each lookup (Config.SharedMissCheck) — and through a bare net/http handler that only
 // writes the same redirect, in one run (so -count interleaves them). The client is a load generator in another
 // process (testenv.LoadGen, vegeta): the timings are the server's, not a
@@ -100,6 +101,7 @@ func BenchmarkRedirectHTTP(b *testing.B) {
 	s := newServiceOn(b, r, db, shortlink.Config{FlushEvery: time.Hour, TablesPerDB: 16})
 	codes := seeded(b, s, 1024)
 	shared := newServiceOn(b, r, db, shortlink.Config{FlushEvery: time.Hour, TablesPerDB: 16, SharedMissCheck: true})
+	quiet := newServiceOn(b, r, db, shortlink.Config{FlushEvery: time.Hour, TablesPerDB: 16, NoAnalytics: true})
 	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "private, max-age=0")
 		w.Header().Set("Location", "https://example.com/"+r.URL.Path[1:])
@@ -108,7 +110,8 @@ func BenchmarkRedirectHTTP(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		h    http.Handler
-	}{{"impl=casebook", s.Handler(nil)}, {"impl=casebook-shared-miss-check", shared.Handler(nil)}, {"impl=bare-net-http", bare}} {
+	}{{"impl=casebook", s.Handler(nil)}, {"impl=casebook-no-analytics", quiet.Handler(nil)},
+		{"impl=casebook-shared-miss-check", shared.Handler(nil)}, {"impl=bare-net-http", bare}} {
 		b.Run(c.name, func(b *testing.B) {
 			srv := httptest.NewServer(c.h)
 			defer srv.Close()

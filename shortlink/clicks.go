@@ -45,25 +45,33 @@ func (c *clickCounter) drop(code string) {
 }
 
 func (c *clickCounter) run() {
-	defer close(c.done)
-	t := time.NewTicker(c.s.cfg.FlushEvery)
+	c.s.flushLoop("click", "its counts stay for the next", c.flush, func() []any { return []any{"codes_kept", c.waiting()} }, c.stop, c.done)
+}
+
+// flushLoop calls flush every FlushEvery (each bounded by ten intervals)
+// until stop is closed, then closes done. A failed flush is logged as
+// "<what> flush failed; <kept>" with attrs() and the failures in a row,
+// and passed to OnError; the first success after failures is logged too.
+func (s *Service) flushLoop(what, kept string, flush func(context.Context) error, attrs func() []any, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(s.cfg.FlushEvery)
 	defer t.Stop()
 	failed := 0 // flushes failed in a row
 	for {
 		select {
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), c.s.cfg.FlushEvery*10)
-			if err := c.flush(ctx); err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.FlushEvery*10)
+			if err := flush(ctx); err != nil {
 				failed++
-				c.s.log.Warn("shortlink: click flush failed; its counts stay for the next", "codes_kept", c.waiting(),
-					"failed_flushes", failed, "retry_in", c.s.cfg.FlushEvery, "err", err)
-				c.s.cfg.OnError(err)
+				args := append(attrs(), "failed_flushes", failed, "retry_in", s.cfg.FlushEvery, "err", err)
+				s.log.Warn("shortlink: "+what+" flush failed; "+kept, args...)
+				s.cfg.OnError(err)
 			} else if failed > 0 {
-				c.s.log.Info("shortlink: click flush recovered", "failed_flushes", failed)
+				s.log.Info("shortlink: "+what+" flush recovered", "failed_flushes", failed)
 				failed = 0
 			}
 			cancel()
-		case <-c.stop:
+		case <-stop:
 			return
 		}
 	}

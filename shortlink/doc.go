@@ -1,7 +1,8 @@
 // Package shortlink is a TinyURL-class link shortener: Shorten, Resolve,
-// Update, History, Delete, Stats, a public redirect handler
-// (RedirectHandler) and a JSON API handler that acts for the owner a
-// service's authorizer names (APIHandler).
+// Update, History, Delete, Stats, per-link analytics (Clicks, Breakdown,
+// Uniques), a public redirect handler (RedirectHandler) and a JSON API
+// handler that acts for the owner a service's authorizer names
+// (APIHandler).
 //
 // Seed: 1M new links a day, 100 reads each (≈3,500 reads/s at peak), 300
 // bytes a record, 110 GB a year, 256 tables. Storage is SQL through shard
@@ -57,6 +58,96 @@
 //
 // Only a visit counts: HEAD (ResolveOptions.Peek) answers as GET would
 // but counts no click and spends no visit.
+//
+// Analytics (on by default; Config.NoAnalytics turns them off). Each
+// counted click is recorded in memory — a few map updates under the lock
+// of one of 16 stripes (by code), no Redis or SQL call on the redirect
+// path — under its link, its UTC hour and six dimensions: referrer (the Referer's host, canonical as link
+// hosts are: Example.COM. and example.com:443 are example.com; "(direct)"
+// without one, "(invalid)" for no well-formed host), device (Device: a
+// documented substring classifier of the User-Agent into desktop, mobile,
+// tablet, bot or other), country (Config.Country, by default the
+// CF-IPCountry or X-Country header; two letters, upper-cased, else
+// "(unknown)"), and utm_source, utm_medium and utm_campaign of the
+// destination URL at the time of the click ("(none)"). Bots — device bot
+// — are counted apart: every query returns people's clicks and bots'
+// beside them (Point.Bots, Count.Bots), as Shlink's excludeBots does.
+// Resolve without ResolveOptions.Request records a click as direct, device
+// other, country unknown. Bounds: a value is at most MaxValueLen (64)
+// bytes (a UTM value is cut, a longer host is "(invalid)"), a Referer is
+// read only up to its path, and a dimension keeps at most
+// Config.AnalyticsValues (100) distinct values per link and hour between
+// two flushes — the clicks of the others count under "(other)"
+// (AnalyticsStats.Overflowed) — so a flood of forged Referers grows
+// neither memory nor a flush beyond that. Header classifications are
+// memoised in fixed tables of 4,096 entries.
+//
+// Every FlushEvery the rollup is cut into a batch with a random id (made
+// time first) and written as per link × hour and per link × UTC day rows
+// per (dimension, value), people and bots apart, in a rollup table beside
+// each link table (links_007_clicks next to links_007). Each link table's
+// part of a batch is one SQL transaction that first inserts the batch id
+// into that table's applied-batches table (links_007_batches), then adds
+// the counts (INSERT … ON DUPLICATE KEY UPDATE n = n + VALUES(n) on
+// MySQL/MariaDB, ON CONFLICT … DO UPDATE on SQLite). A part that fails is
+// kept and written again at the next flush as the very same batch (same
+// id, same counts) — while it fails, new clicks wait in memory for the next
+// batch — and a part that had committed with its reply lost meets its own
+// id, is rolled back and counts as written: each click is stored exactly
+// once (TestAnalyticsExactness: 100,800 redirects through two Services,
+// with commits whose replies are lost, equal the test's model in every
+// row). Applied batch ids are kept 7 days (pruned hourly by each process,
+// in a flush's transaction); a batch still failing after 24 hours is given
+// up, its counts lost and reported (OnError, AnalyticsStats.Dropped),
+// since a retry could then no longer be told from a first write. Unique
+// visitors per link and UTC day are a Redis HyperLogLog (Uniques, 0.81%
+// standard error), fed in the same flush by PFADD of a SHA-256 of the
+// code, the day, the client IP and the User-Agent (never the address
+// itself; bots excluded; at most 10,000 new visitors per link and day
+// between flushes), in the link's hash slot; PFADD adds a member once, so
+// a retried flush cannot inflate it. Each key expires Config.UniquesTTL
+// (400 days) after its day.
+//
+// Crash bound: a process that dies (SIGKILL) loses the clicks recorded
+// since its last cut — at most one FlushEvery — plus a batch kept from a
+// failed flush; what it acknowledged stays, and a part is all or nothing,
+// so a link's dimensions always add up to its total (TestAnalyticsCrash).
+// Shutdown writes the kept batch and then the rest. Queries read SQL, so a
+// click shows up within FlushEvery. Deleting a link deletes its rollups
+// and its clicks not yet cut into a batch (a batch being written as it is
+// deleted may still add a few rows); its HyperLogLogs expire.
+//
+// Costs (go test -c -o /tmp/sl.test ./shortlink/, then /tmp/sl.test
+// -test.run '^$' -test.bench 'AnalyticsFlush|AnalyticsMemory'
+// -test.benchtime 20x -test.benchmem with CASEBOOK_REDIS_ADDR and
+// CASEBOOK_MYSQL_DSN naming a local Redis and MariaDB, and without them
+// for SQLite; 2 cores shared with another helper's test runs, load 3–5,
+// so the figures are rough; 2026-12-03). Flushing 1,000 redirects spread
+// over 10 links took 25.5 ms on MariaDB and 6.7 ms on SQLite (6
+// transactions, 580 rows, 10 PFADD+EXPIREAT in one pipeline); over 1,000
+// links 257 ms and 135 ms (16 transactions, 10,000 rows — per click 2
+// totals and 8 dimension rows, hourly and daily; a UTM dimension's "(none)"
+// is not stored but derived from the total when read —, 727 keys). A
+// process's flusher therefore keeps up with some 4,000 clicks a second
+// on distinct links on MariaDB, many more when links repeat. The rollup
+// held 1.5 KB per active link (10 clicks in an hour with 9 referrers, 11
+// User-Agents, 7 countries and 10 visitors). Recording a click took
+// 0.55–0.74 µs (BenchmarkAnalyticsRecord, -test.benchtime 1s -test.cpu
+// 1,2). A redirect through the handler in-process, with a Referer,
+// User-Agent, country and client IP, took 1.9–3.1 µs with analytics and
+// 1.3–2.1 µs without (BenchmarkRedirectAnalytics, each impl in its own
+// process, 4 runs interleaved: for i in 1 2 3 4; do for m in on off; do
+// /tmp/sl.test -test.run '^$' -test.bench
+// "RedirectAnalytics/impl=analytics-$m\$" -test.benchtime 400ms
+// -test.benchmem; done; done): 1.25–1.66× in pairs, the same 6
+// allocations, +30–45 B — an added 0.5–1 µs. Served over HTTP to a load
+// generator in another process (BenchmarkRedirectHTTP, each impl in its
+// own process, 3 rounds interleaved, -test.benchtime 20000x) the default,
+// analytics on, served 17.7–20.9k redirects/s, impl=casebook-no-analytics
+// 15.8–20.5k/s and a bare net/http handler 16.7–23.6k/s: the analytics
+// are within the noise there (0.96–1.12× per round; run in one process,
+// the sub-benchmark that runs first reads up to 20% slower), which is why
+// they are on by default.
 //
 // Visit limits (MaxVisits) are exact under concurrency: an atomic counter in
 // Redis per limited link, counted once per request even when go-redis
@@ -122,7 +213,9 @@
 // Operations are shorten (Shorten, POST /api/links), resolve (Resolve,
 // ResolveWith), redirect (GET and HEAD /{code}), stats (Stats, GET
 // /api/links/{code}), update (Update, PATCH /api/links/{code}), history
-// (History, GET /api/links/{code}/history), delete (Delete, DELETE
+// (History, GET /api/links/{code}/history), clicks (Clicks, GET
+// /api/links/{code}/stats), breakdown (Breakdown, the stats route with
+// dim), uniques (Uniques), delete (Delete, DELETE
 // /api/links/{code}) and qr (QRCode, GET /{code}/qr); a
 // request to the handlers counts once, as its route's operation (a redirect
 // is not also a resolve), with what it refused before the Service's method
@@ -169,7 +262,8 @@
 // path.
 //
 // A Service is safe for concurrent use. Close stops every goroutine it
-// started (click flusher, code segment prefetch, local cache) and may be
+// started (click and analytics flushers, code segment prefetch, local
+// cache) and may be
 // called more than once.
 //
 // Design notes, diagram and measured costs: docs/shortlink.md in the repository.

@@ -50,6 +50,13 @@ func (s *Service) RedirectHandler(clientIP func(*http.Request) string) http.Hand
 //	GET    /api/links/{code}/history?before=&limit=
 //	                          → 200 {"code", "revisions": […], "next_before"}, newest first (History);
 //	                          next_before, when there are older revisions, is the next page's before
+//	GET    /api/links/{code}/stats?from=&to=&step=1h
+//	                          → 200 {"code", "from", "to", "step", "points": [{"start", "clicks", "bots"}]}
+//	                          (Clicks: from and to RFC 3339 [the 24 steps before now], step 1h or 24h)
+//	GET    /api/links/{code}/stats?dim=referrer&n=10&from=&to=
+//	                          → 200 {"code", "dim", "from", "to", "values": [{"value", "clicks", "bots"}]}
+//	                          (Breakdown: [the 30 days before now], n 1..MaxBreakdown [10]); 400 for a
+//	                          bad or repeated parameter
 //	DELETE /api/links/{code}  → 204
 //
 // authorize says who is asking: ok false answers 401 and does nothing; a
@@ -60,7 +67,8 @@ func (s *Service) RedirectHandler(clientIP func(*http.Request) string) http.Hand
 // does no authentication: authorize is the service's (a session, an API
 // key). The code routes are held to the miss limit like redirects;
 // clientIP is as for RedirectHandler. Each request counts once, as the
-// operation shorten, stats, update, history or delete, refusals met before the Service's
+// operation shorten, stats, update, history, clicks (the stats route), breakdown
+// (the stats route with dim) or delete, refusals met before the Service's
 // method — unauthorized, a malformed body, a spent miss budget — included.
 func (s *Service) APIHandler(authorize func(*http.Request) (owner string, ok bool), clientIP func(*http.Request) string) http.Handler {
 	if authorize == nil {
@@ -73,6 +81,7 @@ func (s *Service) APIHandler(authorize func(*http.Request) (owner string, ok boo
 	mux.HandleFunc("GET /api/links/{code}", h.stats)
 	mux.HandleFunc("PATCH /api/links/{code}", h.update)
 	mux.HandleFunc("GET /api/links/{code}/history", h.history)
+	mux.HandleFunc("GET /api/links/{code}/stats", h.analytics)
 	mux.HandleFunc("DELETE /api/links/{code}", h.delete)
 	return mux
 }
@@ -93,6 +102,7 @@ func (s *Service) Handler(clientIP func(*http.Request) string) http.Handler {
 	mux.HandleFunc("GET /api/links/{code}", h.stats)
 	mux.HandleFunc("PATCH /api/links/{code}", h.update)
 	mux.HandleFunc("GET /api/links/{code}/history", h.history)
+	mux.HandleFunc("GET /api/links/{code}/stats", h.analytics)
 	mux.HandleFunc("DELETE /api/links/{code}", h.delete)
 	return mux
 }
@@ -136,7 +146,7 @@ func (h *handler) redirect(w http.ResponseWriter, r *http.Request) {
 	ctx, call := h.s.obs.redirect.Start(r.Context())
 	// The route serves HEAD too: a safe request must not spend a visit or
 	// count a click, and answers as GET would.
-	l, err := h.s.resolveWith(ctx, r.PathValue("code"), ResolveOptions{ClientIP: h.clientIP(r), Peek: r.Method != http.MethodGet})
+	l, err := h.s.resolveWith(ctx, r.PathValue("code"), ResolveOptions{ClientIP: h.clientIP(r), Peek: r.Method != http.MethodGet, Request: r})
 	if err != nil {
 		writeError(w, err)
 	} else {

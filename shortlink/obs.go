@@ -17,6 +17,7 @@ import (
 // Observability).
 type instruments struct {
 	shorten, resolve, redirect, del, stats, qr, update, history *obs.Op
+	clicks, breakdown, uniques                                  *obs.Op
 	lookups                                                     *obs.Registration
 }
 
@@ -90,14 +91,17 @@ func newInstruments(counts *cacheCounters, mp metric.MeterProvider, tp trace.Tra
 	b := obs.NewBlock("shortlink", mp, tp)
 	read := []string{"not_found", "expired", "max_visits", "rate_limited", "closed"}
 	in := &instruments{
-		shorten:  b.Op("shorten", classify, "invalid", "blocked", "alias_taken", "rate_limited", "closed", "unauthorized"),
-		resolve:  b.Op("resolve", classify, read...),
-		redirect: b.Op("redirect", classify, read...),
-		del:      b.Op("delete", classify, "not_found", "rate_limited", "unauthorized"),
-		stats:    b.Op("stats", classify, "not_found", "rate_limited", "unauthorized"),
-		qr:       b.Op("qr", classify, append(read, "invalid")...),
-		update:   b.Op("update", classify, "invalid", "blocked", "not_found", "conflict", "rate_limited", "closed", "unauthorized"),
-		history:  b.Op("history", classify, "invalid", "not_found", "rate_limited", "unauthorized"),
+		shorten:   b.Op("shorten", classify, "invalid", "blocked", "alias_taken", "rate_limited", "closed", "unauthorized"),
+		resolve:   b.Op("resolve", classify, read...),
+		redirect:  b.Op("redirect", classify, read...),
+		del:       b.Op("delete", classify, "not_found", "rate_limited", "unauthorized"),
+		stats:     b.Op("stats", classify, "not_found", "rate_limited", "unauthorized"),
+		qr:        b.Op("qr", classify, append(read, "invalid")...),
+		update:    b.Op("update", classify, "invalid", "blocked", "not_found", "conflict", "rate_limited", "closed", "unauthorized"),
+		history:   b.Op("history", classify, "invalid", "not_found", "rate_limited", "unauthorized"),
+		clicks:    b.Op("clicks", classify, "invalid", "not_found", "rate_limited", "unauthorized"),
+		breakdown: b.Op("breakdown", classify, "invalid", "not_found", "rate_limited", "unauthorized"),
+		uniques:   b.Op("uniques", classify, "invalid", "not_found", "rate_limited", "unauthorized"),
 	}
 	lookups, err := b.Meter().Int64ObservableCounter("casebook.shortlink.cache.lookups", metric.WithUnit("{lookup}"),
 		metric.WithDescription("Link lookups by cache layer (local, redis, sql) and the layer's answer (hit, negative, miss, error)."))

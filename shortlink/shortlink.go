@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -153,8 +154,31 @@ type Config struct {
 	// no effect (set SharedMissCheck for the exact, shared check).
 	LocalMissFilter bool
 
-	// FlushEvery is how often counted clicks are written to SQL [1s].
+	// FlushEvery is how often counted clicks, and the analytics rollup,
+	// are written to SQL [1s].
 	FlushEvery time.Duration
+
+	// NoAnalytics turns the per-link analytics off (see "Analytics" in the
+	// package documentation): no rollup in memory, nothing flushed, and
+	// Clicks, Breakdown and Uniques read only what was recorded before.
+	// They are on by default: on the redirect path they are map updates
+	// in memory (0.5–1 µs in-process, as measured there), no Redis or SQL
+	// call.
+	NoAnalytics bool
+	// Country names the country a request comes from, as two letters
+	// (anything else is recorded as ValueUnknown) [CountryFromHeaders:
+	// CF-IPCountry, then X-Country]. See ExampleConfig_country for a
+	// GeoIP database behind it.
+	Country func(*http.Request) string
+	// AnalyticsValues bounds the distinct values of one dimension kept in
+	// memory for one link and one hour between flushes [100]; the clicks
+	// of further values are counted under ValueOther, so a flood of forged
+	// Referers cannot grow memory without bound.
+	AnalyticsValues int
+	// UniquesTTL is how long a day's unique-visitor HyperLogLog (at most
+	// 12 KB in Redis, less while it holds few visitors) is kept after the
+	// day ends [400 days].
+	UniquesTTL time.Duration
 	// OnError receives errors of background work (click flushes) and of
 	// the miss limiter, which lets calls through when it fails.
 	OnError func(error)
@@ -177,22 +201,23 @@ type Config struct {
 // Service shortens and resolves links. It is safe for concurrent use; Close
 // it to flush counted clicks and stop its goroutines.
 type Service struct {
-	cfg      Config
-	base     *url.URL
-	rdb      redis.UniversalClient
-	router   *shard.Router
-	segments *idgen.SQLSource
-	space    keys.Space
-	limiter  *redis_rate.Limiter
-	misses   *missFilter // nil with Config.SharedMissCheck
-	local    *ristretto.Cache[string, *cached]
-	qrMu     sync.Mutex                       // guards qrs
-	qrs      *ristretto.Cache[string, []byte] // rendered QR codes, made by the first QRCode
-	flight   singleflight.Group
-	clicks   *clickCounter
-	stats    cacheCounters
-	obs      *instruments
-	log      *slog.Logger
+	cfg       Config
+	base      *url.URL
+	rdb       redis.UniversalClient
+	router    *shard.Router
+	segments  *idgen.SQLSource
+	space     keys.Space
+	limiter   *redis_rate.Limiter
+	misses    *missFilter // nil with Config.SharedMissCheck
+	local     *ristretto.Cache[string, *cached]
+	qrMu      sync.Mutex                       // guards qrs
+	qrs       *ristretto.Cache[string, []byte] // rendered QR codes, made by the first QRCode
+	flight    singleflight.Group
+	clicks    *clickCounter
+	analytics *analytics // nil with Config.NoAnalytics
+	stats     cacheCounters
+	obs       *instruments
+	log       *slog.Logger
 
 	ownHosts hostSet
 	blocked  hostSet
@@ -270,6 +295,9 @@ func NewService(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service
 		s.misses = newMissFilter(time.Duration(l.Burst)*l.Period/time.Duration(l.Rate), cfg.LocalMissClients)
 	}
 	s.clicks = newClickCounter(s)
+	if !cfg.NoAnalytics {
+		s.analytics = newAnalytics(s)
+	}
 	return s, nil
 }
 
@@ -305,6 +333,13 @@ func applyDefaults(cfg *Config) error {
 	if cfg.LocalMissClients == 0 {
 		cfg.LocalMissClients = 1_000_000
 	}
+	if cfg.AnalyticsValues == 0 {
+		cfg.AnalyticsValues = 100
+	}
+	def(&cfg.UniquesTTL, 400*24*time.Hour)
+	if cfg.Country == nil {
+		cfg.Country = CountryFromHeaders
+	}
 	if cfg.OnError == nil {
 		cfg.OnError = func(error) {}
 	}
@@ -335,6 +370,10 @@ func validateConfig(cfg *Config) error {
 		return bad("rate limits need a positive rate, burst and period")
 	case cfg.LocalMissClients < 1:
 		return bad("LocalMissClients %d < 1", cfg.LocalMissClients)
+	case cfg.AnalyticsValues < 1:
+		return bad("AnalyticsValues %d < 1", cfg.AnalyticsValues)
+	case cfg.UniquesTTL < 0:
+		return bad("negative UniquesTTL")
 	}
 	if cfg.Codes == PermutedCodes {
 		// idgen owns the code length's range; any non-zero key will do here.
@@ -369,7 +408,8 @@ func set(xs []string) map[string]bool {
 	return m
 }
 
-// Migrate creates the link tables and their history tables, the code
+// Migrate creates the link tables and, beside each, its history table and
+// its analytics tables (rollups and applied batches), the code
 // counter table and the table of the stored code key if they do not exist,
 // and adds the columns of later versions (owner, version) to link tables
 // made before them. Processes migrating at once are safe.
@@ -390,11 +430,18 @@ func (s *Service) Migrate(ctx context.Context) error {
 	if err := s.addColumn(ctx, "version", versionColumn); err != nil {
 		return err
 	}
-	return s.router.CreateTables(ctx, historyDDL(db))
+	for _, ddl := range []string{historyDDL(db), clicksDDL(db), appliedDDL(db)} {
+		if err := s.router.CreateTables(ctx, ddl); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Shutdown stops the Service's goroutines — the code segment's prefetch,
-// the click flusher after a last flush (which ctx bounds), the local
+// the click and analytics flushers after a last flush (which ctx bounds:
+// the analytics flush writes a batch kept from a failed flush, then the
+// rest), the local
 // cache's — and the reporting of its cache lookups metric, and returns the
 // last flush's error. Shorten and Resolve return ErrClosed from then on; a
 // click of a Resolve still in flight when Shutdown starts may go
@@ -413,6 +460,9 @@ func (s *Service) Shutdown(ctx context.Context) error {
 			sf.Close()
 		}
 		s.closeErr = s.clicks.close(ctx)
+		if s.analytics != nil {
+			s.closeErr = errors.Join(s.closeErr, s.analytics.close(ctx))
+		}
 		s.local.Close()
 		s.qrMu.Lock()
 		if s.qrs != nil {
@@ -624,6 +674,12 @@ type ResolveOptions struct {
 	// Peek answers as a visit would without being one: no click is
 	// counted and no visit of a MaxVisits link spent (for HEAD requests).
 	Peek bool
+	// Request, when set, is the visitor's request, for the analytics: its
+	// Referer, User-Agent and country (Config.Country) are recorded with
+	// the click, and with ClientIP it counts towards the day's unique
+	// visitors. Without it a click is recorded as direct, from an unknown
+	// country, device other, and no visitor.
+	Request *http.Request
 }
 
 // ResolveWith is Resolve with options.
@@ -659,6 +715,9 @@ func (s *Service) resolveWith(ctx context.Context, code string, o ResolveOptions
 	}
 	if !o.Peek {
 		s.clicks.add(code)
+		if s.analytics != nil {
+			s.analytics.add(s.newClick(l, o.Request, o.ClientIP))
+		}
 	}
 	return l, nil
 }
@@ -686,6 +745,9 @@ func (s *Service) deleteLink(ctx context.Context, code string, owned bool, owner
 		return err
 	}
 	s.clicks.drop(code)
+	if s.analytics != nil {
+		s.analytics.drop(code)
+	}
 	return s.forget(ctx, code)
 }
 

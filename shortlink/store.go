@@ -150,7 +150,7 @@ func (s *Service) load(ctx context.Context, code string) (row, error) {
 	return r, nil
 }
 
-// remove deletes code's row and its history; with owned, only if owner
+// remove deletes code's row, its history and its analytics rollups; with owned, only if owner
 // owns it (else ErrNotFound, as for a code that does not exist).
 func (s *Service) remove(ctx context.Context, code string, owned bool, owner string) error {
 	sh := s.router.ByKey(code)
@@ -167,8 +167,10 @@ func (s *Service) remove(ctx context.Context, code string, owned bool, owner str
 			return ErrNotFound
 		}
 		// A code made again later starts a new history at version 1.
-		if _, err := tx.ExecContext(ctx, "DELETE FROM "+sh.Table+historySuffix+" WHERE code = ?", code); err != nil {
-			return fmt.Errorf("shortlink: delete from %s%s: %w", sh.Table, historySuffix, err)
+		for _, t := range []string{historySuffix, clicksSuffix} {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM "+sh.Table+t+" WHERE code = ?", code); err != nil {
+				return fmt.Errorf("shortlink: delete from %s%s: %w", sh.Table, t, err)
+			}
 		}
 		return nil
 	})

@@ -67,17 +67,18 @@ func Points(t testing.TB, reader *sdkmetric.ManualReader) map[string]float64 {
 	return out
 }
 
-// Expect fails t unless got holds exactly want's points with want's values.
-func Expect(t testing.TB, got, want map[string]float64) {
+// Expect fails t unless got holds exactly want's points with want's values
+// (metric points, or any other map a test compares with its model).
+func Expect[K, V comparable](t testing.TB, got, want map[K]V) {
 	t.Helper()
 	for k, v := range want {
 		if got[k] != v {
-			t.Errorf("%s = %v, want %v", k, got[k], v)
+			t.Errorf("%+v = %v, want %v", k, got[k], v)
 		}
 	}
 	for k, v := range got {
 		if _, ok := want[k]; !ok {
-			t.Errorf("%s = %v, want no such point", k, v)
+			t.Errorf("%+v = %v, want no such point", k, v)
 		}
 	}
 }
