@@ -165,13 +165,21 @@
 // push delivered twice shown once, a deleted one hidden, a long list
 // moved; TestKeptViewsFollowOtherProcesses: a token another process set is
 // told from the kept one). BenchmarkTimelineRedisCost (20 pulled
-// celebrities, private Redis, -benchtime 1000x, builds alternating, machine
-// busy): a steady page 50–57 µs of Redis CPU against 114–141, a page with
-// one post pushed since the last 54–73 µs against 97–167.
-// The harness's feed.read (5 pulled celebrities, same command as above,
-// busy): 26.0k and 28.8k pages per core of Redis CPU (35–38 µs a page)
-// against 14.0k and 14.2k, the plan's Redis for the seed's timeline reads
-// 11 + 11 and 12 + 12 machines against 21 + 21.
+// celebrities, private Redis, -benchtime 1000x; the release before against
+// this one, three pairs alternating, load average 1.1–1.3): a steady page
+// 42–66 µs of Redis CPU against 114–125, a page with one post pushed since
+// the last 60–80 µs against 133–175, a first read (page=first: the
+// 2,000-post inbox rebuilt) 3,894–4,772 µs against 3,992–4,342 — the same,
+// within the spread. The harness's feed.read (5 pulled celebrities, the
+// command above): 35.0k and 36.5k pages per core of Redis CPU, 27–29 µs a
+// page, against 14.9k and 17.1k, so the plan's Redis for the seed's
+// timeline reads is 8 + 8 and 9 + 9 machines against 17 + 17 and 20 + 20.
+// A first read stays 60–110 times a steady one: the rebuild reads the
+// followees' outboxes with their scores (1,448–1,488 µs a page in
+// commandstats) and writes the inbox (ZADD 876–897 µs), which no page
+// served from the inbox needs. Bringing it near a steady page would mean
+// a first page served by merging the followees' outbox heads and the inbox
+// filled later, a change not made.
 //
 // AuthorPosts is an author's profile page, newest first, with Timeline's
 // cursors (bound to the author's page) and deletes hidden: read from the
