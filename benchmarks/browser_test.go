@@ -1,112 +1,27 @@
 package main
 
 import (
-	"cmp"
-	"context"
-	"fmt"
-	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	cdplog "github.com/chromedp/cdproto/log"
-	"github.com/chromedp/cdproto/network"
-	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
-	"github.com/casebook-dev/casebook/internal/testenv"
+	"github.com/casebook-dev/casebook/internal/browsertest"
 )
-
-// chromium finds a Chrome or Chromium binary. Without one the test is
-// skipped on a developer's machine and fails in CI (CI set, or
-// CASEBOOK_REQUIRE_REAL=1).
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "headless-shell"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" || testenv.RequireReal() {
-		t.Fatal("no chromium on PATH: CI needs it for the HTML report's browser test (apt-get install chromium)")
-	}
-	t.Skip("no chromium on PATH: install it to test the HTML report in a browser")
-	return ""
-}
 
 // The page renders in a real headless browser: it loads, every chart is
 // drawn with its lines and points, nothing is fetched from anywhere, and
 // no script error, exception or failed load is logged.
 func TestHTMLReportInBrowser(t *testing.T) {
-	bin := chromium(t)
 	path := writePage(t, "rank.add,idgen.snowflake")
-
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin))
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root with its sandbox
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	ctx, cancel = chromedp.NewExecAllocator(ctx, opts...)
-	defer cancel()
-	ctx, cancel = chromedp.NewContext(ctx)
-	defer cancel()
-
-	var (
-		mu       sync.Mutex
-		problems []string
-	)
-	report := func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		problems = append(problems, fmt.Sprintf(format, args...))
-	}
-	err := chromedp.Listen(ctx, func(ev any) {
-		switch e := ev.(type) {
-		case *runtime.EventExceptionThrown:
-			d := e.ExceptionDetails
-			desc := ""
-			if d.Exception != nil {
-				desc = d.Exception.Description
-			}
-			report("exception at %s:%d: %s %s", d.URL, d.LineNumber, d.Text, desc)
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError || e.Type == runtime.ConsoleAPICalledTypeWarning || e.Type == runtime.ConsoleAPICalledTypeAssert {
-				var args []string
-				for _, a := range e.Args {
-					args = append(args, cmp.Or(string(a.Value), a.Description))
-				}
-				report("console.%s: %s", e.Type, strings.Join(args, " "))
-			}
-		case *cdplog.EventEntryAdded:
-			if e.Entry.Level == cdplog.EntryLevelError || e.Entry.Level == cdplog.EntryLevelWarning {
-				report("log %s: %s %s", e.Entry.Level, e.Entry.Text, e.Entry.URL)
-			}
-		case *network.EventRequestWillBeSent:
-			if !strings.HasPrefix(e.Request.URL, "file://") {
-				report("fetched %s", e.Request.URL)
-			}
-		case *network.EventLoadingFailed:
-			report("load failed: %s", e.ErrorText)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := browsertest.Open(t, "the HTML report", func(url string) bool { return strings.HasPrefix(url, "file://") })
+	ctx := b.Ctx
 
 	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+path), chromedp.WaitReady(chromedp.CSS("body"))); err != nil {
 		t.Fatal(err)
 	}
-	eval := func(js string) int {
-		t.Helper()
-		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		return n
-	}
+	eval := func(js string) int { t.Helper(); return browsertest.Eval[int](t, b, js) }
 	title, err := chromedp.Run(ctx, chromedp.Title())
 	if err != nil {
 		t.Fatal(err)
@@ -133,9 +48,5 @@ func TestHTMLReportInBrowser(t *testing.T) {
 	if rows != 1+2 {
 		t.Errorf("measurements table has %d rows, want a header and 2", rows)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, p := range problems {
-		t.Error(p)
-	}
+	b.Problems(t)
 }

@@ -12,6 +12,9 @@
 // them, with the library's defaults), e.g.
 //
 //	go run ./examples/shortlink -shared-miss-check -miss-limit 30/m -redirect 301
+//
+// Besides the library's routes it serves a link's stats as one HTML page,
+// GET /api/links/{code}/stats.html (see statsPage).
 package main
 
 import (
@@ -80,15 +83,7 @@ func run(ctx context.Context, addr, sqlitePath, apiKey string, cfg shortlink.Con
 	if err := svc.Migrate(ctx); err != nil {
 		return err
 	}
-	// The redirects are public; the API answers to a bearer key, every link
-	// created with it owned by "admin" (a real service asks its own auth).
-	mux := http.NewServeMux()
-	mux.Handle("/", svc.RedirectHandler(nil))
-	mux.Handle("/api/", svc.APIHandler(func(r *http.Request) (string, bool) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		return "admin", ok && subtle.ConstantTimeCompare([]byte(got), []byte(apiKey)) == 1
-	}, nil))
-	srv := devstack.Server(addr, mux) // every timeout and header limit set
+	srv := devstack.Server(addr, routes(svc, apiKey)) // every timeout and header limit set
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -97,10 +92,26 @@ func run(ctx context.Context, addr, sqlitePath, apiKey string, cfg shortlink.Con
 	}()
 	fmt.Printf("shortlink on http://%s — 256 tables in %s, %s Redis (%d node(s))\n", addr, db.DriverName(), r.Kind, len(r.Addrs))
 	fmt.Printf("try: curl -s -H 'Authorization: Bearer %s' -X POST http://%s/api/links -d '{\"url\":\"https://go.dev/\"}'\n", apiKey, addr)
+	fmt.Printf("a link's stats page: curl -s -H 'Authorization: Bearer %s' http://%s/api/links/<code>/stats.html > stats.html\n", apiKey, addr)
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// routes serves the redirects to anyone and the API, with the stats page,
+// to the bearer key: every link created with it is owned by "admin" (a real
+// service asks its own auth).
+func routes(svc *shortlink.Service, apiKey string) http.Handler {
+	api := svc.APIHandler(func(r *http.Request) (string, bool) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		return "admin", ok && subtle.ConstantTimeCompare([]byte(got), []byte(apiKey)) == 1
+	}, nil)
+	mux := http.NewServeMux()
+	mux.Handle("/", svc.RedirectHandler(nil))
+	mux.Handle("/api/", api)
+	mux.Handle("GET /api/links/{code}/stats.html", statsPage(svc, api))
+	return mux
 }
 
 // openSQL opens CASEBOOK_MYSQL_DSN's database, or the SQLite file.
