@@ -533,11 +533,53 @@ func TestPendingPushesServed(t *testing.T) {
 		if n := pending(); n != 11 {
 			t.Fatalf("%d pushes pending, want 11", n)
 		}
-		publish(feed.MaxPending)
+		publish(feed.MaxPending - 11)
+		check("as many pushed as a page reads", 6)
+		if n := pending(); n != feed.MaxPending {
+			t.Fatalf("%d pushes pending after the reads, want the %d left unmoved", n, feed.MaxPending)
+		}
+		publish(1)
 		check("more pushed than a page reads", 7)
 		if n := pending(); n != 0 {
 			t.Fatalf("%d pushes pending after a read of over %d, want them moved", n, feed.MaxPending)
 		}
 		check("moved", 5)
 	})
+}
+
+// TestReplicaReadsUseTheScript: a cluster client that sends read-only
+// commands to replicas (which may not yet have seen a token dropped) never
+// gets the one-pipeline page; its pages still read right.
+func TestReplicaReadsUseTheScript(t *testing.T) {
+	r := testenv.NewRedisCluster(t)
+	cc, ok := r.Client.(*redis.ClusterClient)
+	if !ok {
+		t.Fatalf("the test cluster's client is a %T", r.Client)
+	}
+	f := newFixture(t, r, feed.Config{})
+	if !f.s.ReadsPrimaries() {
+		t.Fatal("a plain cluster client reads from the primaries")
+	}
+	f.follow("reader", "alice")
+	p := f.post("alice", "hello")
+	f.fanout()
+	for name, set := range map[string]func(*redis.ClusterOptions){
+		"ReadOnly":       func(o *redis.ClusterOptions) { o.ReadOnly = true },
+		"RouteByLatency": func(o *redis.ClusterOptions) { o.RouteByLatency = true },
+		"RouteRandomly":  func(o *redis.ClusterOptions) { o.RouteRandomly = true },
+	} {
+		o := *cc.Options()
+		set(&o)
+		replicas := redis.NewClusterClient(&o)
+		t.Cleanup(func() { replicas.Close() })
+		s := f.twin(replicas)
+		if s.ReadsPrimaries() {
+			t.Errorf("%s: pages would be read from replicas without the script", name)
+		}
+		for range 2 {
+			if page, err := s.Timeline(f.ctx, "reader", "", 10); err != nil || len(page.Posts) != 1 || page.Posts[0].ID != p.ID {
+				t.Fatalf("%s: page %+v, %v; want post %d", name, page, err, p.ID)
+			}
+		}
+	}
 }

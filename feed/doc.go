@@ -149,7 +149,11 @@
 // whose view this process keeps is read without it, in ONE pipeline of
 // plain commands: the pushed list's head, the page's ids, the inbox's state
 // marker and lifetime, then the view token and the kept celebrities'
-// version tokens (one MGET on a single node; a GET each on a cluster).
+// version tokens (one MGET on a single node; a GET each on a cluster) and
+// the reads of the celebrity heads not kept (every head, on pages after
+// the first). A cluster client that routes reads to replicas (ReadOnly,
+// RouteByLatency, RouteRandomly) is never read this way: a replica may not
+// have seen a token dropped yet.
 // When the inbox is built, its lifetime not due for renewal and the view
 // token unchanged, that is the page; posts pushed since the last read (up
 // to 32) are read from the pushed list as a source of their

@@ -52,3 +52,6 @@ func (s *Service) PostsTable(id int64) (*sqlx.DB, string) {
 
 // MaxPending is maxPending.
 const MaxPending = maxPending
+
+// ReadsPrimaries reports whether pages may be read without read.lua.
+func (s *Service) ReadsPrimaries() bool { return s.readsPrimaries }

@@ -139,10 +139,14 @@ type Service struct {
 	space keys.Space
 	idSrc *idgen.SQLSource
 
-	local  *ristretto.Cache[int64, *Post]
-	pulls  *kept[pulled]   // nil when LocalTTL is 0
-	views  *kept[keptView] // nil when LocalTTL is 0
-	flight singleflight.Group
+	local *ristretto.Cache[int64, *Post]
+	pulls *kept[pulled]   // nil when LocalTTL is 0
+	views *kept[keptView] // nil when LocalTTL is 0
+	// readsPrimaries: read-only commands reach the primaries (not a
+	// cluster client routing reads to replicas), so a page may be read
+	// without read.lua (readKept).
+	readsPrimaries bool
+	flight         singleflight.Group
 
 	ids       *gene.IDs
 	closeOnce sync.Once
@@ -217,6 +221,11 @@ func New(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service, error
 			return nil, fmt.Errorf("%w: local cache: %w", ErrConfig, err)
 		}
 		s.pulls, s.views = newPulls(cfg.LocalTTL), newViews(cfg.LocalTTL)
+	}
+	s.readsPrimaries = true
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		o := cc.Options()
+		s.readsPrimaries = !o.ReadOnly && !o.RouteByLatency && !o.RouteRandomly
 	}
 	return s, nil
 }

@@ -17,7 +17,11 @@ import (
 // that the post sorts below the head — and a post it deletes show in this
 // process's next page at once, not after LocalTTL (an hour here).
 func TestPulledHeadsFollowOtherProcesses(t *testing.T) {
-	f := newFixture(t, testenv.NewRedis(t), feed.Config{LocalTTL: time.Hour})
+	testenv.EachRedis(t, testPulledHeads)
+}
+
+func testPulledHeads(t *testing.T, r *testenv.Redis) {
+	f := newFixture(t, r, feed.Config{LocalTTL: time.Hour})
 	if err := f.s.Promote(f.ctx, "star"); err != nil {
 		t.Fatal(err)
 	}
@@ -71,16 +75,18 @@ func TestKeptViewsFollowOtherProcesses(t *testing.T) {
 	// sets a fresh token, so this one's must be told from it, not only
 	// found missing.
 	for _, otherReads := range []bool{false, true} {
-		t.Run(fmt.Sprintf("otherReads=%v", otherReads), func(t *testing.T) { testKeptViews(t, otherReads) })
+		t.Run(fmt.Sprintf("otherReads=%v", otherReads), func(t *testing.T) {
+			testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) { testKeptViews(t, r, otherReads) })
+		})
 	}
 }
 
-func testKeptViews(t *testing.T, otherReads bool) {
+func testKeptViews(t *testing.T, r *testenv.Redis, otherReads bool) {
 	otherPages := 0
 	if otherReads {
 		otherPages = 2
 	}
-	f := newFixture(t, testenv.NewRedis(t), feed.Config{LocalTTL: time.Hour})
+	f := newFixture(t, r, feed.Config{LocalTTL: time.Hour})
 	other := f.twin(f.r.Client)
 	if err := f.s.Promote(f.ctx, "star"); err != nil {
 		t.Fatal(err)

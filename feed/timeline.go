@@ -512,19 +512,26 @@ const maxPending = 32
 // list is read before the inbox, so pushes another read moves in between
 // are in both (and collapse), never in neither; a push appended after the
 // list was read is one a page read a moment earlier would miss too. The
-// inbox cannot be dropped or rebuilt in between: it has at least 63/64 of
-// ActivePeriod to live.
+// inbox does not expire in between (it has at least 63/64 of ActivePeriod
+// to live); one evicted and rebuilt in between (maxmemory) gives a page of
+// the rebuilt inbox and the pushes read before it, all posts of accounts
+// the reader follows.
+//
+// The reads are all read-only commands, which a cluster client set to
+// read from replicas (ReadOnly, RouteByLatency, RouteRandomly) would send
+// there, where a dropped token may still be seen: such a client reads
+// through read.lua always (a script goes to the primary).
 func (s *Service) readKept(ctx context.Context, reader, max string, fetch int, reg map[string]int64) (inbox, pending []entry, g view, celebs []string, outboxes [][]entry, err error) {
 	now := time.Now()
 	kv, ok := s.views.get(reader, now)
-	if !ok {
+	if !ok || !s.readsPrimaries {
 		return nil, nil, view{}, nil, nil, nil
 	}
 	g = kv.v
 	celebs = g.pulled(reg)
 	ik := s.userKey(reader, "inbox")
 	pipe := s.rdb.Pipeline()
-	pushed := pipe.LRange(ctx, s.userKey(reader, "pushed"), 0, maxPending)
+	pushed := pipe.LRange(ctx, s.userKey(reader, "pushed"), 0, maxPending+1) // the marker, then up to maxPending+1 pushes
 	ids := pipe.ZRevRangeByScore(ctx, ik, &redis.ZRangeBy{Max: max, Min: "(0", Count: int64(fetch)})
 	state := pipe.ZScore(ctx, ik, marker)
 	life := pipe.PTTL(ctx, ik)
@@ -548,7 +555,7 @@ func (s *Service) readKept(ctx context.Context, reader, max string, fetch int, r
 	p := pushed.Val()
 	// A pushed list without its marker first was trimmed by a push (the
 	// marker went with the oldest pushes): read.lua moves what is left.
-	if len(p) == 0 || len(p) > maxPending || p[0] != marker || state.Err() != nil || state.Val() != 0 || life.Val() < period-period/64 {
+	if len(p) == 0 || len(p) > 1+maxPending || p[0] != marker || state.Err() != nil || state.Val() != 0 || life.Val() < period-period/64 {
 		return nil, nil, g, celebs, outboxes, nil
 	}
 	inbox = make([]entry, 0, len(ids.Val()))
