@@ -175,9 +175,12 @@
 // the last 60–80 µs against 133–175, a first read (page=first: the
 // 2,000-post inbox rebuilt) 3,894–4,772 µs against 3,992–4,342 — the same,
 // within the spread. The harness's feed.read (5 pulled celebrities, the
-// command above): 35.0k and 36.5k pages per core of Redis CPU, 27–29 µs a
-// page, against 14.9k and 17.1k, so the plan's Redis for the seed's
-// timeline reads is 8 + 8 and 9 + 9 machines against 17 + 17 and 20 + 20.
+// command above, two pairs of runs alternating, twice): 35.0k and 36.5k
+// pages per core of Redis CPU (27–29 µs a page) against 14.9k and 17.1k,
+// then 29.0k and 25.1k (34–40 µs) against 13.4k and 11.8k — the machine's
+// level moves between sets, the ratio stays 2.1–2.4× — so the plan's Redis
+// for the seed's timeline reads is 8 + 8 and 9 + 9 machines against 17 +
+// 17 and 20 + 20 in the first set.
 // A first read stays 60–110 times a steady one: the rebuild reads the
 // followees' outboxes with their scores (1,448–1,488 µs a page in
 // commandstats) and writes the inbox (ZADD 876–897 µs), which no page
