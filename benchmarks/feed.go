@@ -19,7 +19,7 @@ import (
 // Every reader has read once before the clock starts, so the timed pages
 // are steady-state reads, not first-read inbox rebuilds.
 func feedRead() Measurement {
-	return onRedis("feed.read", "timeline pages (20 posts, hybrid)", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
+	return onRedis("feed.read", "timeline pages (20 posts, hybrid)", redisWorkers, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		sqlb, err := env.SQL(ctx)
 		if err != nil {
 			return nil, err

@@ -52,7 +52,7 @@ func measurements() []Measurement {
 // rankAdd is one Board.Add per call (a Lua script), four callers, on the
 // chosen Redis.
 func rankAdd() Measurement {
-	return onRedis("rank.add", "score writes (un-batched)", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
+	return onRedis("rank.add", "score writes (un-batched)", redisWorkers, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		board, err := rank.New(r.Client, rank.Config{Name: "bench", Namespace: ns, Epoch: time.Now().Add(-time.Second)})
 		if err != nil {
 			return nil, err
@@ -69,7 +69,7 @@ func rankAdd() Measurement {
 // one script) on a board of 10,000 members, four callers: the Redis side
 // of a board view, whose top of the board comes from the in-process cache.
 func rankRank() Measurement {
-	return onRedis("rank.rank", "own-rank reads (10k members)", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
+	return onRedis("rank.rank", "own-rank reads (10k members)", redisWorkers, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		board, err := rank.New(r.Client, rank.Config{Name: "bench", Namespace: ns})
 		if err != nil {
 			return nil, err
@@ -95,7 +95,7 @@ func rankRank() Measurement {
 // signinSign is one Sign per call (bit, streak and reward outbox in one
 // script), each a new user-day, four callers.
 func signinSign() Measurement {
-	return onRedis("signin.sign", "sign-ins", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
+	return onRedis("signin.sign", "sign-ins", redisWorkers, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		s, err := signin.New(r.Client, signin.Config{Namespace: ns})
 		if err != nil {
 			return nil, err
@@ -120,7 +120,7 @@ func signinDay() time.Time {
 // signinRead is one month's calendar per call (History over 31 days, one
 // read) of 2,000 users who each signed 11 of those days, four callers.
 func signinRead() Measurement {
-	return onRedis("signin.read", "calendar reads (a month each)", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
+	return onRedis("signin.read", "calendar reads (a month each)", redisWorkers, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		s, err := signin.New(r.Client, signin.Config{Namespace: ns})
 		if err != nil {
 			return nil, err
@@ -158,6 +158,17 @@ func signinRead() Measurement {
 		}, nil
 	})
 }
+
+// redisWorkers is the closed loop of the Redis-bound measurements of one
+// call per operation. They are sized by the server's CPU per operation, and
+// that CPU depends on how many clients keep the server busy: with few, the
+// server sleeps and wakes for nearly every command. redis-benchmark -q -t
+// set -n 200000 against a private redis-server 7.0 on this 2-core VM, INFO
+// cpu read around each run, cost 47.5 µs of server CPU a SET with 1 client,
+// 13.2-27.2 µs with 4 (three runs), 7.7-8.0 µs with 16 and 8.5 µs with 64.
+// From 16 clients on, the figure is the operation's and not the load
+// generator's (TestSizingStableAcrossWorkers compares 16 with 64).
+const redisWorkers = 16
 
 // onRedis wraps an operation on the chosen Redis, under a fresh key
 // namespace that is deleted afterwards.
@@ -242,7 +253,7 @@ func shardRoutes() Measurement {
 // connection per core: what one un-pipelined round trip costs here, the
 // yardstick for every Redis-backed block.
 func redisSetBaseline() Measurement {
-	return onRedis("redis.set", "SETs (raw go-redis baseline)", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
+	return onRedis("redis.set", "SETs (raw go-redis baseline)", redisWorkers, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		var n atomic.Uint64
 		return func() error {
 			return r.Client.Set(ctx, ns+":"+strconv.FormatUint(n.Add(1)%1024, 10), "v", 0).Err()

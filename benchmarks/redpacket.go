@@ -18,7 +18,7 @@ import (
 // over 200 packets of 500 shares; once they are used up, opens take the
 // "empty" path of the same script.
 func redpacketOpen() Measurement {
-	return onRedis("redpacket.grab", "opens (one call each)", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
+	return onRedis("redpacket.grab", "opens (one call each)", redisWorkers, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		svc, ids, err := benchPackets(ctx, env, r, ns, 200)
 		if err != nil {
 			return nil, err

@@ -19,7 +19,7 @@ import (
 // seckillBuy measures purchase decisions on a campaign that never sells out:
 // one script call per buyer, or through the batcher with many buyers.
 func seckillBuy(name string, batched bool) Measurement {
-	unit, workers := "decisions (one call per buyer)", 4
+	unit, workers := "decisions (one call per buyer)", redisWorkers
 	if batched {
 		unit, workers = "decisions (through the batcher; each worker a buyer waiting)", 512
 	}

@@ -17,8 +17,10 @@ import (
 
 // A Redis-bound load is sized by the server's CPU time per operation, so
 // the plan does not follow the load generator: on a private redis-server,
-// runs with 4 and with 16 workers size the same peak within 25%, where
-// their closed-loop rates may differ by more. The claim is for a quiet
+// runs with the harness's 16 workers and with 64 size the same peak within
+// 25%, where their closed-loop rates may differ by more. (Below 16 clients
+// the server's CPU per operation still follows the client count — see
+// redisWorkers — which is why the harness runs 16.) The claim is for a quiet
 // machine (a busy one makes the server's CPU per operation follow its
 // neighbours), so the test runs only when asked: .ci/run runs it alone,
 // after the suites.
@@ -50,16 +52,15 @@ func TestSizingStableAcrossWorkers(t *testing.T) {
 			// are compared: a neighbour's burst moves one run either way (on
 			// this VM, one run of 4 workers cost 1.5 times another's, and a
 			// lucky one 0.6 times), and the median of four is moved by
-			// neither the cheapest nor the dearest. What remains is a real
-			// gap: in two runs here, 16 workers' medians cost 0.85-0.88
-			// times 4 workers' per operation (rank.add 5.83 and 6.86
-			// primaries, signin.sign 11.36 and 12.82), though the server
-			// slept about as often per operation (0.84-0.94 against
-			// 0.95-1.10 for rank.add); its cause is not measured.
+			// neither the cheapest nor the dearest. At 4 workers against 16
+			// a real gap remained (16 workers' medians cost 0.78-0.88 times
+			// 4 workers' per operation in three runs here; signin.sign 8.60
+			// against 11.06 primaries in one): the server's wake-ups, which
+			// redisWorkers describes.
 			const peak, rounds = 100_000, 4
 			var sizes [2][]float64
 			for range rounds {
-				for i, workers := range []int{4, 16} {
+				for i, workers := range []int{redisWorkers, 4 * redisWorkers} {
 					wakes := serverWakes(ctx, t, env)
 					r := byName[name].Run(ctx, env, 2*time.Second, workers, nil)
 					if r.Err != "" || r.Fallback {
@@ -77,10 +78,10 @@ func TestSizingStableAcrossWorkers(t *testing.T) {
 						workers, r.PerSec, r.ServerPerSec, size.Exact, peak, wakes(r.PerSec*2))
 				}
 			}
-			m4, m16 := median(sizes[0]), median(sizes[1])
-			if ratio := max(m4, m16) / min(m4, m16); ratio > 1.25 {
-				t.Errorf("4 and 16 workers size %d/s as %.2f and %.2f primaries (medians of %v and %v): %.2f× apart, want within 1.25×",
-					peak, m4, m16, sizes[0], sizes[1], ratio)
+			lo, hi := median(sizes[0]), median(sizes[1])
+			if ratio := max(lo, hi) / min(lo, hi); ratio > 1.25 {
+				t.Errorf("%d and %d workers size %d/s as %.2f and %.2f primaries (medians of %v and %v): %.2f× apart, want within 1.25×",
+					redisWorkers, 4*redisWorkers, peak, lo, hi, sizes[0], sizes[1], ratio)
 			}
 		})
 	}

@@ -36,7 +36,7 @@ var workSweeps = []workSweep{
 // rankTop reads Top(100) of a board of 10,000 members over shards sorted
 // sets, all on the chosen Redis: the merge's cost, not a cluster's spread.
 func rankTop(shards int) Measurement {
-	return onRedis("rank.top", "Top(100) reads", 4, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
+	return onRedis("rank.top", "Top(100) reads", redisWorkers, func(ctx context.Context, env *Env, r *devcore.Redis, ns string) (func() error, error) {
 		board, err := rank.New(r.Client, rank.Config{Name: "top", Namespace: ns, Shards: shards, Epoch: time.Now().Add(-time.Second)})
 		if err != nil {
 			return nil, err
