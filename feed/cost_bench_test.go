@@ -3,8 +3,10 @@ package feed_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/casebook-dev/casebook/internal/redisinfo"
@@ -31,8 +33,15 @@ import (
 // page=pushed is a returning reader's page with one post pushed since the
 // last (an inbox entry appended to the pushed list, as fan-out does, before
 // each page; that RPUSH's cost measured alone and taken off).
+//
+// These three read one page at a time, so Redis sleeps and wakes for nearly
+// every command, and that counts in its CPU: a server kept busy by many
+// clients pays it once per many commands (see benchmarks' redisWorkers).
+// page=steady/clients=16 reads the steady page from 16 goroutines at once,
+// as a serving process would, the figure to size by.
 func BenchmarkTimelineRedisCost(b *testing.B) {
 	b.Run("page=steady", func(b *testing.B) { benchRedisCost(b, "steady") })
+	b.Run("page=steady/clients=16", func(b *testing.B) { benchRedisCost(b, "steady16") })
 	b.Run("page=pushed", func(b *testing.B) { benchRedisCost(b, "pushed") })
 	b.Run("page=first", func(b *testing.B) { benchRedisCost(b, "first") })
 }
@@ -96,7 +105,23 @@ func benchRedisCost(b *testing.B, kind string) {
 	}
 	cpu0, cmds0 := info()
 	pages := 0
-	for i := 0; b.Loop(); i++ {
+	if kind == "steady16" {
+		var n atomic.Int64
+		b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				p, err := s.Timeline(ctx, reader, "", 20)
+				if err != nil || len(p.Posts) != 20 {
+					b.Errorf("%d posts: %v", len(p.Posts), err)
+					return
+				}
+				n.Add(1)
+			}
+		})
+		pages = int(n.Load())
+	}
+	for i := 0; kind != "steady16" && b.Loop(); i++ {
 		switch kind {
 		case "first":
 			unlink(expired)

@@ -180,13 +180,27 @@
 // then 29.0k and 25.1k (34–40 µs) against 13.4k and 11.8k — the machine's
 // level moves between sets, the ratio stays 2.1–2.4× — so the plan's Redis
 // for the seed's timeline reads is 8 + 8 and 9 + 9 machines against 17 +
-// 17 and 20 + 20 in the first set.
-// A first read stays 60–110 times a steady one: the rebuild reads the
-// followees' outboxes with their scores (1,448–1,488 µs a page in
-// commandstats) and writes the inbox (ZADD 876–897 µs), which no page
-// served from the inbox needs. Bringing it near a steady page would mean
-// a first page served by merging the followees' outbox heads and the inbox
-// filled later, a change not made.
+// 17 and 20 + 20 in the first set. Those runs read one page at a time (the
+// benchmark) or with 4 workers (the harness then), so Redis slept and woke
+// for nearly every command and counted it; a serving process keeps it
+// busy. page=steady/clients=16 reads from 16 goroutines: 13.0–20.0 µs of
+// Redis CPU a page against 39.0–41.1 for the release before (one page at
+// a time in the same runs: 20.3–30.0 against 40.4–56.3; three pairs
+// alternating, load average 3–4 from other work, -benchtime 2000x), and
+// the harness, which now runs 16 workers, 53.4k and 58.9k pages per core
+// (17–19 µs) in the same hour, 72.7k (13.8 µs) in the reference profile.
+// A first read stays 67–155 times a steady one (page=first, the same
+// hour: 2,017 µs of Redis CPU, of which read.lua's evalsha 981 µs, the
+// followees' outboxes read with their scores, ZREVRANGE, 718 µs, and the
+// inbox written, ZADD, 468 µs). A first read within 3 times a steady page
+// (about 40–90 µs here) is out of reach for this reader by any design that
+// shows it its followees' posts: with no inbox, the page must read each of
+// its 50 pushed followees' outboxes at least down to the page's oldest
+// post, some 1,000 entries with scores for a 20-post page if they post
+// alike — by the ZREVRANGE figure, about 360 µs — and a reader's first
+// read costs in proportion to its followees, where a steady page does not.
+// Serving the first page from the outbox heads and filling the inbox
+// later would cut the first read to roughly that, a change not made.
 //
 // AuthorPosts is an author's profile page, newest first, with Timeline's
 // cursors (bound to the author's page) and deletes hidden: read from the
