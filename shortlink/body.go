@@ -22,7 +22,12 @@ var errBody = errors.New("bad JSON")
 // valid UTF-8, nothing after the object, every member without omitzero
 // present. A body over maxBody is a *http.MaxBytesError.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	return readJSONUpTo(w, r, v, maxBody)
+}
+
+// readJSONUpTo is readJSON with a body of up to limit bytes.
+func readJSONUpTo(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,8 @@
-// Package shortlink is a TinyURL-class link shortener: Shorten, Resolve,
-// Update, History, Delete, Stats, per-link analytics (Clicks, Breakdown,
-// Uniques), a public redirect handler (RedirectHandler) and a JSON API
-// handler that acts for the owner a service's authorizer names
-// (APIHandler).
+// Package shortlink is a TinyURL-class link shortener: Shorten,
+// ShortenMany, Resolve, Update, History, Delete, Stats, an owner's listing
+// by tag (List), per-link analytics (Clicks, Breakdown, Uniques), a public
+// redirect handler (RedirectHandler) and a JSON API handler that acts for
+// the owner a service's authorizer names (APIHandler).
 //
 // Seed: 1M new links a day, 100 reads each (≈3,500 reads/s at peak), 300
 // bytes a record, 110 GB a year, 256 tables. Storage is SQL through shard
@@ -39,6 +39,47 @@
 // so a reader that read the old row and fills Redis after the edit
 // cannot put it back; an edit never removes an entry, so it never makes a
 // live code look missing.
+//
+// Tags and listing. A link carries up to MaxTags tags (Options.Tags,
+// Update.Tags), stored normalised: trimmed, lower-cased, de-duplicated and
+// sorted; an edit of them is a version and a Revision like any other. List
+// returns an owner's links newest first, all or one tag's, by pages of up
+// to MaxListPage behind an opaque cursor (HMAC-signed with a key stored in
+// SQL, bound to the owner and tag: any other is ErrInvalidCursor).
+//
+// Owner index: one row per owned link with the empty tag, and one per tag,
+// in tables of its own (links_owner_000 …, as many as the link tables, on
+// the same databases), an owner's rows all in the table its hash picks,
+// under the primary key (owner, tag, created_at, code), so a page is a
+// backwards range read of that key. A link and its index rows are usually
+// in different tables, often different databases, so no transaction covers
+// both. Instead an index row is written before the link change that wants
+// it commits (Shorten writes the link's rows before inserting it, Update a
+// new tag's row before committing the edit); a listing reads the links
+// after the rows, from SQL, and shows a row only if its link exists with
+// that owner, that created_at and (for a tag) that tag; and a row is
+// deleted (by Delete, by an edit dropping a tag, by a listing meeting an
+// invisible row) only when it was last written more than a minute ago, so
+// a change on its way to commit keeps its row provided it commits within
+// that minute (as read by the processes' clocks, which must agree well
+// within it). So a listing never shows a link that is not there or not the
+// owner's, and a created link always appears. Unowned links are not
+// indexed, and List needs an owner.
+//
+// A List page of n costs one range query reading at most n+1 index rows
+// and one query per database holding any of those links (the point reads
+// of their tables by primary key, joined by UNION ALL; databases in
+// parallel): with one database two queries and at most 2(n+1) rows read.
+// Invisible index rows cost further rounds of the two, at most four a page,
+// and a DELETE each once a minute old.
+// Shorten of an owned link costs one statement more (its index rows, one
+// multi-row upsert). Migrate creates the index and, the first time, fills
+// it from the links that exist (one pass over every link table); links an
+// older version makes after that are not indexed.
+//
+// ShortenMany makes up to MaxBatch links, each as Shorten would, and
+// returns a Result per request in order: not all or nothing — a bad item
+// changes nothing and the others are still made.
 //
 // Numbers are bounded before use: a link expires (TTL or ExpiresAt, to the
 // millisecond) after now and at most MaxLifetime (100 years) ahead; a visit
@@ -218,7 +259,8 @@
 //	casebook.shortlink.operations          counter              the same
 //	casebook.shortlink.cache.lookups       counter (lookups)    casebook.cache.layer, casebook.cache.result
 //
-// Operations are shorten (Shorten, POST /api/links), resolve (Resolve,
+// Operations are shorten (Shorten, POST /api/links), shorten_many
+// (ShortenMany, POST /api/links/bulk), list (List, GET /api/links), resolve (Resolve,
 // ResolveWith), redirect (GET and HEAD /{code}), stats (Stats, GET
 // /api/links/{code}), update (Update, PATCH /api/links/{code}), history
 // (History, GET /api/links/{code}/history), clicks (Clicks, GET

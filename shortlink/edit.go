@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -32,6 +33,9 @@ type Update struct {
 	MaxVisits *int64
 	// Redirect sets the link's redirect status (0: the service default).
 	Redirect *int
+	// Tags, when not nil, replaces the link's tags (validated and
+	// normalised as Options.Tags); an empty, non-nil slice removes them.
+	Tags []string
 	// Actor is who makes the change, recorded in the history; validated as
 	// Options.Owner.
 	Actor string
@@ -49,14 +53,16 @@ type Settings struct {
 	ExpiresAt time.Time `json:"expires_at,omitzero"`  // zero: never
 	MaxVisits int64     `json:"max_visits,omitempty"` // 0: unlimited
 	Redirect  int       `json:"redirect,omitempty"`   // 0: the service default
+	Tags      []string  `json:"tags,omitempty"`       // normalised, sorted
 }
 
 func (l *Link) settings() Settings {
-	return Settings{URL: l.URL, ExpiresAt: l.ExpiresAt, MaxVisits: l.MaxVisits, Redirect: l.Redirect}
+	return Settings{URL: l.URL, ExpiresAt: l.ExpiresAt, MaxVisits: l.MaxVisits, Redirect: l.Redirect, Tags: l.Tags}
 }
 
 func (a Settings) equal(b Settings) bool {
-	return a.URL == b.URL && unixMilli(a.ExpiresAt) == unixMilli(b.ExpiresAt) && a.MaxVisits == b.MaxVisits && a.Redirect == b.Redirect
+	return a.URL == b.URL && unixMilli(a.ExpiresAt) == unixMilli(b.ExpiresAt) && a.MaxVisits == b.MaxVisits && a.Redirect == b.Redirect &&
+		slices.Equal(a.Tags, b.Tags)
 }
 
 // changed names the settings that differ, as their json names.
@@ -74,6 +80,9 @@ func (a Settings) changed(b Settings) []string {
 	if a.Redirect != b.Redirect {
 		c = append(c, "redirect")
 	}
+	if !slices.Equal(a.Tags, b.Tags) {
+		c = append(c, "tags")
+	}
 	return c
 }
 
@@ -85,12 +94,12 @@ type Revision struct {
 	At      time.Time `json:"at"`
 	Before  Settings  `json:"before"`
 	After   Settings  `json:"after"`
-	Changed []string  `json:"changed"` // the settings that differ: url, expires_at, max_visits, redirect
+	Changed []string  `json:"changed"` // the settings that differ: url, expires_at, max_visits, redirect, tags
 }
 
 // checkUpdate validates u as of now, before anything is read.
 func (s *Service) checkUpdate(now time.Time, u Update) (Update, error) {
-	if u.URL == nil && u.ExpiresAt.IsZero() && u.TTL == 0 && !u.NeverExpires && u.MaxVisits == nil && u.Redirect == nil {
+	if u.URL == nil && u.ExpiresAt.IsZero() && u.TTL == 0 && !u.NeverExpires && u.MaxVisits == nil && u.Redirect == nil && u.Tags == nil {
 		return u, fmt.Errorf("%w: an update that changes nothing", ErrInvalidOptions)
 	}
 	if u.URL != nil {
@@ -99,6 +108,13 @@ func (s *Service) checkUpdate(now time.Time, u Update) (Update, error) {
 			return u, err
 		}
 		u.URL = &target
+	}
+	if u.Tags != nil {
+		tags, err := normalizeTags(u.Tags)
+		if err != nil {
+			return u, err
+		}
+		u.Tags = tags
 	}
 	if u.NeverExpires && (!u.ExpiresAt.IsZero() || u.TTL != 0) {
 		return u, fmt.Errorf("%w: NeverExpires with an expiry", ErrInvalidOptions)
@@ -141,11 +157,17 @@ func (u Update) apply(from Settings, now time.Time) Settings {
 	if u.Redirect != nil {
 		to.Redirect = *u.Redirect
 	}
+	if u.Tags != nil {
+		to.Tags = u.Tags
+		if len(to.Tags) == 0 {
+			to.Tags = nil
+		}
+	}
 	return to
 }
 
-// Update changes a link's destination, expiry, visit limit or redirect
-// status and returns the link as it now is. Each change makes a new
+// Update changes a link's destination, expiry, visit limit, redirect
+// status or tags and returns the link as it now is. Each change makes a new
 // version (Link.Version) and a Revision in the link's history, written in
 // one SQL transaction with the link; clicks and visits spent are kept. An
 // update that would change no value makes no version. Expired and used-up
@@ -204,7 +226,10 @@ func (s *Service) update(ctx context.Context, code string, u Update, owned bool,
 			return cur, s.publish(ctx, cur, from)
 		}
 		next := *cur
-		next.URL, next.ExpiresAt, next.MaxVisits, next.Redirect, next.Version = to.URL, to.ExpiresAt, to.MaxVisits, to.Redirect, cur.Version+1
+		next.URL, next.ExpiresAt, next.MaxVisits, next.Redirect, next.Tags, next.Version = to.URL, to.ExpiresAt, to.MaxVisits, to.Redirect, to.Tags, cur.Version+1
+		if err := s.indexLink(ctx, cur, added(from.Tags, to.Tags)); err != nil {
+			return nil, err
+		}
 		err = s.commitEdit(ctx, Revision{Code: code, Version: next.Version, Actor: u.Actor, At: now, Before: from, After: to})
 		if errors.Is(err, errRaced) {
 			continue // read again: with IfVersion, to tell a conflict from a replay
@@ -212,6 +237,7 @@ func (s *Service) update(ctx context.Context, code string, u Update, owned bool,
 		if err != nil {
 			return nil, err
 		}
+		s.unindexLink(ctx, cur, added(to.Tags, from.Tags))
 		return &next, s.publish(ctx, &next, from)
 	}
 	return nil, fmt.Errorf("%w: %d concurrent edits in a row won the race", ErrConflict, maxEditRaces)

@@ -553,7 +553,7 @@ func TestAPIUpdateAndHistory(t *testing.T) {
 	for _, body := range []string{
 		`{"url":"https://example.com/a2","url":"https://evil.example/"}`, // a repeated key
 		`{"URL":"https://example.com/a2"}`,                               // a case variant
-		`{"url":"https://example.com/a2","tags":["x"]}`,                  // an unknown field
+		`{"url":"https://example.com/a2","label":"x"}`,                   // an unknown field
 		`{"url":"https://example.com/a2"} {}`,                            // data after the object
 		`{"url":""}`, `{}`, `{"ttl_seconds":0}`, `{"never_expires":true,"ttl_seconds":60}`, `{"redirect":303}`,
 		`not json`,

@@ -16,6 +16,7 @@ type updateRequest struct {
 	NeverExpires bool       `json:"never_expires,omitzero"`
 	MaxVisits    *int64     `json:"max_visits,omitzero"`
 	Redirect     *int       `json:"redirect,omitzero"`
+	Tags         *[]string  `json:"tags,omitzero"` // [] removes every tag
 	IfVersion    int64      `json:"if_version,omitzero"`
 }
 
@@ -26,8 +27,12 @@ func (req *updateRequest) change(actor string) (Update, error) {
 	if err != nil {
 		return Update{}, err
 	}
-	return Update{URL: req.URL, ExpiresAt: o.ExpiresAt, TTL: o.TTL, NeverExpires: req.NeverExpires,
-		MaxVisits: req.MaxVisits, Redirect: req.Redirect, Actor: actor, IfVersion: req.IfVersion}, nil
+	u := Update{URL: req.URL, ExpiresAt: o.ExpiresAt, TTL: o.TTL, NeverExpires: req.NeverExpires,
+		MaxVisits: req.MaxVisits, Redirect: req.Redirect, Actor: actor, IfVersion: req.IfVersion}
+	if req.Tags != nil {
+		u.Tags = append([]string{}, *req.Tags...) // non-nil: [] clears
+	}
+	return u, nil
 }
 
 func (h *handler) update(w http.ResponseWriter, r *http.Request) {

@@ -88,3 +88,46 @@ func ExampleService_Update() {
 	// https://go.dev/ref/spec
 	// 1 gopher https://go.dev/doc/ [url]
 }
+
+// Tag an owner's links, page through them newest first, and filter by tag.
+func ExampleService_List() {
+	ctx := context.Background()
+	sc, err := devstack.OpenScratch(ctx, "example-list")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer sc.Close()
+	svc, err := shortlink.NewService(sc.Redis, []*sqlx.DB{sc.SQL}, shortlink.Config{BaseURL: "https://sho.rt", Namespace: sc.Namespace})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer svc.Close()
+	if err := svc.Migrate(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	made, err := svc.ShortenMany(ctx, []shortlink.Request{
+		{URL: "https://go.dev/doc/", Options: shortlink.Options{Alias: "go-a", Owner: "gopher", Tags: []string{"docs"}}},
+		{URL: "https://go.dev/blog/", Options: shortlink.Options{Alias: "go-b", Owner: "gopher", Tags: []string{"blog"}}},
+		{URL: "ftp://go.dev/", Options: shortlink.Options{Alias: "go-x", Owner: "gopher"}},
+		{URL: "https://go.dev/ref/spec", Options: shortlink.Options{Alias: "go-c", Owner: "gopher", Tags: []string{" Docs", "Spec"}}},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(made[2].Link == nil, errors.Is(made[2].Err, shortlink.ErrInvalidURL), made[3].Link.Tags)
+	page, next, _ := svc.List(ctx, "gopher", shortlink.ListFilter{}, "", 2)
+	fmt.Println(page[0].Code, page[1].Code)
+	page, next, _ = svc.List(ctx, "gopher", shortlink.ListFilter{}, next, 2)
+	fmt.Println(page[0].Code, len(page), next == "")
+	page, _, _ = svc.List(ctx, "gopher", shortlink.ListFilter{Tag: "docs"}, "", 10)
+	fmt.Println(page[0].Code, page[1].Code)
+	// Output:
+	// true true [docs spec]
+	// go-c go-b
+	// go-a 1 true
+	// go-c go-a
+}

@@ -37,14 +37,23 @@ func (s *Service) RedirectHandler(clientIP func(*http.Request) string) http.Hand
 // APIHandler serves the JSON API to manage links, each request on behalf
 // of the owner authorize names:
 //
-//	POST   /api/links         {"url", "alias", "ttl_seconds", "expires_at", "max_visits", "redirect"}
+//	POST   /api/links         {"url", "alias", "ttl_seconds", "expires_at", "max_visits", "redirect", "tags"}
 //	                          (bounds as in Options; ttl_seconds 1..MaxLifetime/1s)
-//	                          → 201 {"code", "short_url", "owner", …}; 400 (also for unknown, mis-cased
+//	                          → 201 {"code", "short_url", "owner", "tags", …}; 400 (also for unknown, mis-cased
 //	                          or repeated fields and data after the object), 409 alias taken,
 //	                          413 over 16 KiB, 429 with Retry-After
+//	GET    /api/links?tag=&cursor=&n=
+//	                          → 200 {"links": [{"code", "short_url", …}], "next_cursor"}: the owner's links,
+//	                          newest first (List; n 1..MaxListPage [20]; next_cursor absent after the last
+//	                          page); 400 for a bad or repeated parameter or a cursor List did not issue
+//	                          for this owner and tag
+//	POST   /api/links/bulk    {"links": [create bodies]} (1..MaxBatch) → 200 {"results": [{"status",
+//	                          "link": {"code", "short_url", …}} or {"status", "error"}]}, one per link in
+//	                          order, each status as POST /api/links would answer (ShortenMany: not all
+//	                          or nothing); 400 for a malformed body or batch, 413 over 512 KiB
 //	GET    /api/links/{code}  → 200 {"code", "clicks"}
 //	PATCH  /api/links/{code}  {"url", "ttl_seconds", "expires_at", "never_expires", "max_visits", "redirect",
-//	                          "if_version"}, each optional (as in Update; null is absent), parsed as strictly
+//	                          "tags", "if_version"}, each optional (as in Update; null is absent), parsed as strictly
 //	                          as the create body → 200 the link as it now is; 400, 409 when if_version
 //	                          is not the link's version, 413
 //	GET    /api/links/{code}/history?before=&limit=
@@ -67,7 +76,7 @@ func (s *Service) RedirectHandler(clientIP func(*http.Request) string) http.Hand
 // does no authentication: authorize is the service's (a session, an API
 // key). The code routes are held to the miss limit like redirects;
 // clientIP is as for RedirectHandler. Each request counts once, as the
-// operation shorten, stats, update, history, clicks (the stats route), breakdown
+// operation shorten, shorten_many (bulk), list, stats, update, history, clicks (the stats route), breakdown
 // (the stats route with dim) or delete, refusals met before the Service's
 // method — unauthorized, a malformed body, a spent miss budget — included.
 func (s *Service) APIHandler(authorize func(*http.Request) (owner string, ok bool), clientIP func(*http.Request) string) http.Handler {
@@ -78,6 +87,8 @@ func (s *Service) APIHandler(authorize func(*http.Request) (owner string, ok boo
 	h.scoped = true
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/links", h.create)
+	mux.HandleFunc("GET /api/links", h.list)
+	mux.HandleFunc("POST /api/links/bulk", h.bulk)
 	mux.HandleFunc("GET /api/links/{code}", h.stats)
 	mux.HandleFunc("PATCH /api/links/{code}", h.update)
 	mux.HandleFunc("GET /api/links/{code}/history", h.history)
@@ -221,12 +232,13 @@ type createRequest struct {
 	ExpiresAt  *time.Time `json:"expires_at,omitzero"`  // in the future, at most MaxLifetime away
 	MaxVisits  int64      `json:"max_visits,omitzero"`
 	Redirect   int        `json:"redirect,omitzero"`
+	Tags       []string   `json:"tags,omitzero"`
 }
 
 // options checks what Options cannot tell from its zero values — a given
 // but zero TTL or expiry — and converts seconds without overflowing.
 func (req *createRequest) options() (Options, error) {
-	o := Options{Alias: req.Alias, MaxVisits: req.MaxVisits, Redirect: req.Redirect}
+	o := Options{Alias: req.Alias, MaxVisits: req.MaxVisits, Redirect: req.Redirect, Tags: req.Tags}
 	if n := req.TTLSeconds; n != nil {
 		if *n < 1 || *n > int64(MaxLifetime/time.Second) {
 			return Options{}, fmt.Errorf("%w: ttl_seconds %d outside 1..%d", ErrInvalidOptions, *n, int64(MaxLifetime/time.Second))
@@ -310,6 +322,16 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 }
 
 func writeError(w http.ResponseWriter, err error) {
+	var limited *RateLimitError
+	if errors.As(err, &limited) {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(max(1, math.Ceil(limited.RetryAfter.Seconds()))), 10))
+	}
+	status, msg := errorStatus(err)
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+// errorStatus is the HTTP status of err and the message to show with it.
+func errorStatus(err error) (int, string) {
 	status := http.StatusInternalServerError
 	var tooBig *http.MaxBytesError
 	var limited *RateLimitError
@@ -318,7 +340,6 @@ func writeError(w http.ResponseWriter, err error) {
 		status = http.StatusRequestEntityTooLarge
 	case errors.As(err, &limited):
 		status = http.StatusTooManyRequests
-		w.Header().Set("Retry-After", strconv.FormatInt(int64(max(1, math.Ceil(limited.RetryAfter.Seconds()))), 10))
 	case errors.Is(err, ErrUnauthorized):
 		status = http.StatusUnauthorized
 	case errors.Is(err, ErrNotFound):
@@ -336,7 +357,7 @@ func writeError(w http.ResponseWriter, err error) {
 	if status == http.StatusInternalServerError {
 		msg = "internal error" // do not leak infrastructure details
 	}
-	writeJSON(w, status, map[string]string{"error": msg})
+	return status, msg
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

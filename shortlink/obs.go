@@ -17,7 +17,7 @@ import (
 // Observability).
 type instruments struct {
 	shorten, resolve, redirect, del, stats, qr, update, history *obs.Op
-	clicks, breakdown, uniques                                  *obs.Op
+	clicks, breakdown, uniques, list, shortenMany               *obs.Op
 	lookups                                                     *obs.Registration
 }
 
@@ -102,6 +102,10 @@ func newInstruments(counts *cacheCounters, mp metric.MeterProvider, tp trace.Tra
 		clicks:    b.Op("clicks", classify, "invalid", "not_found", "rate_limited", "unauthorized"),
 		breakdown: b.Op("breakdown", classify, "invalid", "not_found", "rate_limited", "unauthorized"),
 		uniques:   b.Op("uniques", classify, "invalid", "not_found", "rate_limited", "unauthorized"),
+		list:      b.Op("list", classify, "invalid", "closed", "unauthorized"),
+		// A batch is refused whole only for its size or after Close; its
+		// items' refusals are in their results.
+		shortenMany: b.Op("shorten_many", classify, "invalid", "closed", "unauthorized"),
 	}
 	lookups, err := b.Meter().Int64ObservableCounter("casebook.shortlink.cache.lookups", metric.WithUnit("{lookup}"),
 		metric.WithDescription("Link lookups by cache layer (local, redis, sql) and the layer's answer (hit, negative, miss, error)."))

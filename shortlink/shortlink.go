@@ -205,6 +205,7 @@ type Service struct {
 	base      *url.URL
 	rdb       redis.UniversalClient
 	router    *shard.Router
+	owners    *shard.Router // the owner index, links_owner_NNN
 	segments  *idgen.SQLSource
 	space     keys.Space
 	limiter   *redis_rate.Limiter
@@ -227,6 +228,9 @@ type Service struct {
 	codes     *idgen.ShortCodes
 	segment   *idgen.Segment // feeds codes
 	snowflake *idgen.Snowflake
+
+	cursorMu  sync.Mutex // guards cursorKey
+	cursorKey []byte     // signs List cursors, read by the first List
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -272,6 +276,10 @@ func NewService(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	owners, err := shard.New(dbs, shard.Config{Table: ownersTable, TablesPerDB: cfg.TablesPerDB})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	segments, err := idgen.NewSQLSource(dbs[0], "shortlink_segments")
 	if err != nil {
 		return nil, err
@@ -283,7 +291,7 @@ func NewService(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service
 		return nil, fmt.Errorf("shortlink: local cache: %w", err)
 	}
 	s := &Service{
-		cfg: cfg, base: base, rdb: rdb, router: router, segments: segments,
+		cfg: cfg, base: base, rdb: rdb, router: router, owners: owners, segments: segments,
 		space: keys.NewSpace(keys.Join(cfg.Namespace, "shortlink")), limiter: redis_rate.NewLimiter(rdb), local: local,
 		ownHosts: own, blocked: blocked,
 		reserved: set(append(append([]string(nil), DefaultReserved...), cfg.Reserved...)),
@@ -409,10 +417,13 @@ func set(xs []string) map[string]bool {
 }
 
 // Migrate creates the link tables and, beside each, its history table and
-// its analytics tables (rollups and applied batches), the code
-// counter table and the table of the stored code key if they do not exist,
-// and adds the columns of later versions (owner, version) to link tables
-// made before them. Processes migrating at once are safe.
+// its analytics tables (rollups and applied batches), the owner index
+// tables (links_owner_NNN, see List), the code counter table and the
+// table of the stored secrets if they do not exist, and adds the columns of
+// later versions (owner, version, tags; the history's old_tags and
+// new_tags) to tables made before them. The first Migrate that makes the
+// owner index also fills it from the links that exist (one pass over every
+// link table; see List). Processes migrating at once are safe.
 func (s *Service) Migrate(ctx context.Context) error {
 	if err := s.segments.CreateTable(ctx); err != nil {
 		return err
@@ -424,18 +435,27 @@ func (s *Service) Migrate(ctx context.Context) error {
 	if err := s.router.CreateTables(ctx, linksDDL(db)); err != nil {
 		return err
 	}
-	if err := s.addColumn(ctx, "owner", ownerColumn(db)); err != nil {
-		return err
-	}
-	if err := s.addColumn(ctx, "version", versionColumn); err != nil {
-		return err
+	mysql := sqlutil.IsMySQL(db)
+	for _, c := range []struct{ suffix, name, def string }{
+		{"", "owner", ownerColumn(db)},
+		{"", "version", versionColumn},
+		{"", "tags", "tags " + tagsColumnType(mysql)},
+	} {
+		if err := s.addColumn(ctx, c.suffix, c.name, c.def); err != nil {
+			return err
+		}
 	}
 	for _, ddl := range []string{historyDDL(db), clicksDDL(db), appliedDDL(db)} {
 		if err := s.router.CreateTables(ctx, ddl); err != nil {
 			return err
 		}
 	}
-	return nil
+	for _, name := range []string{"old_tags", "new_tags"} {
+		if err := s.addColumn(ctx, historySuffix, name, name+" "+tagsColumnType(mysql)); err != nil {
+			return err
+		}
+	}
+	return s.migrateOwnerIndex(ctx)
 }
 
 // Shutdown stops the Service's goroutines — the code segment's prefetch,
@@ -493,6 +513,7 @@ type Link struct {
 	Redirect  int       `json:"redirect,omitempty"`   // 0: the service default
 	Owner     string    `json:"owner,omitempty"`      // Options.Owner; "" for none
 	Version   int64     `json:"version"`              // 1 when made, one more with each Update
+	Tags      []string  `json:"tags,omitempty"`       // normalised, sorted (Options.Tags)
 }
 
 // Bounds of Options: a link expires at most MaxLifetime after it is made,
@@ -523,6 +544,12 @@ type Options struct {
 	// API handler lets only its owner read or delete it. The block does no
 	// authentication: the caller says who the owner is.
 	Owner string
+	// Tags label the link, for List's tag filter: at most MaxTags, each
+	// at most MaxTagLen bytes of UTF-8 without control characters. They
+	// are stored normalised: trimmed of surrounding white space,
+	// lower-cased (strings.ToLower), de-duplicated and sorted; a tag
+	// empty after trimming is refused.
+	Tags []string
 }
 
 // MaxOwner is the longest Options.Owner, in bytes.
@@ -557,7 +584,14 @@ func (s *Service) shorten(ctx context.Context, longURL string, o Options) (*Link
 	case !validOwner(o.Owner):
 		return nil, fmt.Errorf("%w: owner %.64q (at most %d bytes of UTF-8, no control characters)", ErrInvalidOptions, o.Owner, MaxOwner)
 	}
-	l := &Link{URL: target, CreatedAt: now.Truncate(time.Millisecond), ExpiresAt: expires, MaxVisits: o.MaxVisits, Redirect: o.Redirect, Owner: o.Owner, Version: 1}
+	tags, err := normalizeTags(o.Tags)
+	if err != nil {
+		return nil, err
+	}
+	if len(tags) == 0 {
+		tags = nil
+	}
+	l := &Link{URL: target, CreatedAt: now.Truncate(time.Millisecond), ExpiresAt: expires, MaxVisits: o.MaxVisits, Redirect: o.Redirect, Owner: o.Owner, Version: 1, Tags: tags}
 	if o.Alias != "" {
 		if err := s.validateAlias(o.Alias); err != nil {
 			return nil, err
@@ -570,6 +604,9 @@ func (s *Service) shorten(ctx context.Context, longURL string, o Options) (*Link
 	}
 	if o.Alias != "" {
 		l.Code = o.Alias
+		if err := s.indexLink(ctx, l, indexTags(l)); err != nil {
+			return nil, err
+		}
 		if err := s.insert(ctx, l); err != nil {
 			if errors.Is(err, errDuplicate) {
 				return nil, fmt.Errorf("%w: %q", ErrAliasTaken, o.Alias)
@@ -582,6 +619,9 @@ func (s *Service) shorten(ctx context.Context, longURL string, o Options) (*Link
 	// to look like one; take the next code then.
 	for range 5 {
 		if l.Code, err = s.nextCode(ctx); err != nil {
+			return nil, err
+		}
+		if err := s.indexLink(ctx, l, indexTags(l)); err != nil {
 			return nil, err
 		}
 		err = s.insert(ctx, l)
@@ -741,9 +781,12 @@ func (s *Service) deleteLink(ctx context.Context, code string, owned bool, owner
 	if !validCode(code) {
 		return ErrNotFound
 	}
-	if err := s.remove(ctx, code, owned, owner); err != nil {
+	r, err := s.remove(ctx, code, owned, owner)
+	if err != nil {
 		return err
 	}
+	l := r.link()
+	s.unindexLink(ctx, l, indexTags(l))
 	s.clicks.drop(code)
 	if s.analytics != nil {
 		s.analytics.drop(code)

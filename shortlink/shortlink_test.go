@@ -504,7 +504,7 @@ func TestGeneratedCodeKey(t *testing.T) {
 func storedKey(t *testing.T, db *sqlx.DB) uint64 {
 	t.Helper()
 	var v string
-	if err := db.Get(&v, "SELECT value FROM shortlink_meta"); err != nil {
+	if err := db.Get(&v, "SELECT value FROM shortlink_meta WHERE name LIKE '%code_key'"); err != nil {
 		t.Fatalf("stored code key: %v", err)
 	}
 	key, err := strconv.ParseUint(v, 10, 64)

@@ -33,7 +33,8 @@ func linksDDL(db *sqlx.DB) string {
 	redirect   SMALLINT NOT NULL DEFAULT 0,
 	clicks     BIGINT NOT NULL DEFAULT 0,
 	` + ownerColumn(db) + `,
-	` + versionColumn + `
+	` + versionColumn + `,
+	tags       ` + tagsColumnType(sqlutil.IsMySQL(db)) + `
 )`
 }
 
@@ -58,6 +59,8 @@ func historyDDL(db *sqlx.DB) string {
 	new_max_visits BIGINT NOT NULL,
 	old_redirect   SMALLINT NOT NULL,
 	new_redirect   SMALLINT NOT NULL,
+	old_tags       ` + tagsColumnType(sqlutil.IsMySQL(db)) + `,
+	new_tags       ` + tagsColumnType(sqlutil.IsMySQL(db)) + `,
 	PRIMARY KEY (code, version)
 )`
 }
@@ -75,19 +78,20 @@ func ownerColumn(db *sqlx.DB) string {
 	return "owner VARCHAR(128) NOT NULL DEFAULT ''"
 }
 
-// addColumn adds the column name, defined by def, to every link table that
-// lacks it (made by an earlier version); tables that have it are left
-// alone.
-func (s *Service) addColumn(ctx context.Context, name, def string) error {
+// addColumn adds the column name, defined by def, to every link table (or,
+// with a suffix, every table beside one, such as its history) that lacks it
+// (made by an earlier version); tables that have it are left alone.
+func (s *Service) addColumn(ctx context.Context, suffix, name, def string) error {
 	for _, sh := range s.router.All() {
-		if _, err := sh.DB.ExecContext(ctx, "SELECT "+name+" FROM "+sh.Table+" WHERE 1 = 0"); err == nil {
+		table := sh.Table + suffix
+		if _, err := sh.DB.ExecContext(ctx, "SELECT "+name+" FROM "+table+" WHERE 1 = 0"); err == nil {
 			continue
 		}
-		if _, err := sh.DB.ExecContext(ctx, "ALTER TABLE "+sh.Table+" ADD COLUMN "+def); err != nil {
-			if _, again := sh.DB.ExecContext(ctx, "SELECT "+name+" FROM "+sh.Table+" WHERE 1 = 0"); again == nil {
+		if _, err := sh.DB.ExecContext(ctx, "ALTER TABLE "+table+" ADD COLUMN "+def); err != nil {
+			if _, again := sh.DB.ExecContext(ctx, "SELECT "+name+" FROM "+table+" WHERE 1 = 0"); again == nil {
 				continue // another process added it meanwhile
 			}
-			return fmt.Errorf("shortlink: add the %s column to %s: %w", name, sh.Table, err)
+			return fmt.Errorf("shortlink: add the %s column to %s: %w", name, table, err)
 		}
 	}
 	return nil
@@ -103,10 +107,14 @@ type row struct {
 	Clicks    int64  `db:"clicks"`
 	Owner     string `db:"owner"`
 	Version   int64  `db:"version"`
+	Tags      string `db:"tags"`
 }
 
+// rowColumns are the columns of a row, in load's order.
+const rowColumns = "code, long_url, created_at, expires_at, max_visits, redirect, clicks, owner, version, tags"
+
 func (r row) link() *Link {
-	l := &Link{Code: r.Code, URL: r.URL, CreatedAt: time.UnixMilli(r.CreatedAt), MaxVisits: r.MaxVisits, Redirect: r.Redirect, Owner: r.Owner, Version: r.Version}
+	l := &Link{Code: r.Code, URL: r.URL, CreatedAt: time.UnixMilli(r.CreatedAt), MaxVisits: r.MaxVisits, Redirect: r.Redirect, Owner: r.Owner, Version: r.Version, Tags: splitTags(r.Tags)}
 	if r.ExpiresAt > 0 {
 		l.ExpiresAt = time.UnixMilli(r.ExpiresAt)
 	}
@@ -126,8 +134,8 @@ func unixMilli(t time.Time) int64 {
 func (s *Service) insert(ctx context.Context, l *Link) error {
 	sh := s.router.ByKey(l.Code)
 	_, err := sh.DB.ExecContext(ctx, "INSERT INTO "+sh.Table+
-		" (code, long_url, created_at, expires_at, max_visits, redirect, owner, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-		l.Code, l.URL, unixMilli(l.CreatedAt), unixMilli(l.ExpiresAt), l.MaxVisits, l.Redirect, l.Owner, l.Version)
+		" (code, long_url, created_at, expires_at, max_visits, redirect, owner, version, tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		l.Code, l.URL, unixMilli(l.CreatedAt), unixMilli(l.ExpiresAt), l.MaxVisits, l.Redirect, l.Owner, l.Version, joinTags(l.Tags))
 	if sqlutil.IsDuplicate(err) {
 		return errDuplicate
 	}
@@ -140,7 +148,7 @@ func (s *Service) insert(ctx context.Context, l *Link) error {
 func (s *Service) load(ctx context.Context, code string) (row, error) {
 	sh := s.router.ByKey(code)
 	var r row
-	err := sh.DB.GetContext(ctx, &r, "SELECT code, long_url, created_at, expires_at, max_visits, redirect, clicks, owner, version FROM "+sh.Table+" WHERE code = ?", code)
+	err := sh.DB.GetContext(ctx, &r, "SELECT "+rowColumns+" FROM "+sh.Table+" WHERE code = ?", code)
 	if errors.Is(err, sql.ErrNoRows) {
 		return row{}, ErrNotFound
 	}
@@ -150,21 +158,24 @@ func (s *Service) load(ctx context.Context, code string) (row, error) {
 	return r, nil
 }
 
-// remove deletes code's row, its history and its analytics rollups; with owned, only if owner
-// owns it (else ErrNotFound, as for a code that does not exist).
-func (s *Service) remove(ctx context.Context, code string, owned bool, owner string) error {
+// remove deletes code's row, its history and its analytics rollups and
+// returns the row as it was; with owned, only if owner owns it (else
+// ErrNotFound, as for a code that does not exist).
+func (s *Service) remove(ctx context.Context, code string, owned bool, owner string) (row, error) {
 	sh := s.router.ByKey(code)
-	q, args := "DELETE FROM "+sh.Table+" WHERE code = ?", []any{code}
-	if owned {
-		q, args = q+" AND owner = ?", append(args, owner)
-	}
-	return sqlutil.InTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, q, args...)
-		if err != nil {
-			return fmt.Errorf("shortlink: delete from %s: %w", sh.Table, err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
+	var r row
+	err := sqlutil.InTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
+		err := tx.GetContext(ctx, &r, "SELECT "+rowColumns+" FROM "+sh.Table+" WHERE code = ?", code)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && owned && r.Owner != owner) {
 			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("shortlink: read %s: %w", sh.Table, err)
+		}
+		// An edit committing in between may have changed the tags read: an
+		// index row it added outlives the link, invisible (see ownerindex.go).
+		if _, err := tx.ExecContext(ctx, "DELETE FROM "+sh.Table+" WHERE code = ?", code); err != nil {
+			return fmt.Errorf("shortlink: delete from %s: %w", sh.Table, err)
 		}
 		// A code made again later starts a new history at version 1.
 		for _, t := range []string{historySuffix, clicksSuffix} {
@@ -174,6 +185,7 @@ func (s *Service) remove(ctx context.Context, code string, owned bool, owner str
 		}
 		return nil
 	})
+	return r, err
 }
 
 // errRaced: another edit changed the link between its read and its update.
@@ -186,8 +198,8 @@ func (s *Service) commitEdit(ctx context.Context, rev Revision) error {
 	sh := s.router.ByKey(rev.Code)
 	a, b := rev.After, rev.Before
 	return sqlutil.InTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
-		res, err := tx.ExecContext(ctx, "UPDATE "+sh.Table+" SET long_url = ?, expires_at = ?, max_visits = ?, redirect = ?, version = ? WHERE code = ? AND version = ?",
-			a.URL, unixMilli(a.ExpiresAt), a.MaxVisits, a.Redirect, rev.Version, rev.Code, rev.Version-1)
+		res, err := tx.ExecContext(ctx, "UPDATE "+sh.Table+" SET long_url = ?, expires_at = ?, max_visits = ?, redirect = ?, tags = ?, version = ? WHERE code = ? AND version = ?",
+			a.URL, unixMilli(a.ExpiresAt), a.MaxVisits, a.Redirect, joinTags(a.Tags), rev.Version, rev.Code, rev.Version-1)
 		if err != nil {
 			return fmt.Errorf("shortlink: update %s: %w", sh.Table, err)
 		}
@@ -195,9 +207,9 @@ func (s *Service) commitEdit(ctx context.Context, rev Revision) error {
 			return errors.Join(errRaced, err)
 		}
 		_, err = tx.ExecContext(ctx, "INSERT INTO "+sh.Table+historySuffix+
-			" (code, version, actor, edited_at, old_url, new_url, old_expires_at, new_expires_at, old_max_visits, new_max_visits, old_redirect, new_redirect)"+
-			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-			rev.Code, rev.Version, rev.Actor, unixMilli(rev.At), b.URL, a.URL, unixMilli(b.ExpiresAt), unixMilli(a.ExpiresAt), b.MaxVisits, a.MaxVisits, b.Redirect, a.Redirect)
+			" (code, version, actor, edited_at, old_url, new_url, old_expires_at, new_expires_at, old_max_visits, new_max_visits, old_redirect, new_redirect, old_tags, new_tags)"+
+			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			rev.Code, rev.Version, rev.Actor, unixMilli(rev.At), b.URL, a.URL, unixMilli(b.ExpiresAt), unixMilli(a.ExpiresAt), b.MaxVisits, a.MaxVisits, b.Redirect, a.Redirect, joinTags(b.Tags), joinTags(a.Tags))
 		if err != nil {
 			return fmt.Errorf("shortlink: insert into %s%s: %w", sh.Table, historySuffix, err)
 		}
@@ -217,6 +229,8 @@ type revisionRow struct {
 	NewMaxVisits int64  `db:"new_max_visits"`
 	OldRedirect  int    `db:"old_redirect"`
 	NewRedirect  int    `db:"new_redirect"`
+	OldTags      string `db:"old_tags"`
+	NewTags      string `db:"new_tags"`
 }
 
 func fromMilli(ms int64) time.Time {
@@ -231,7 +245,7 @@ func fromMilli(ms int64) time.Time {
 func (s *Service) revisions(ctx context.Context, code string, before int64, limit int) ([]Revision, error) {
 	sh := s.router.ByKey(code)
 	var rows []revisionRow
-	err := sh.DB.SelectContext(ctx, &rows, "SELECT version, actor, edited_at, old_url, new_url, old_expires_at, new_expires_at, old_max_visits, new_max_visits, old_redirect, new_redirect FROM "+
+	err := sh.DB.SelectContext(ctx, &rows, "SELECT version, actor, edited_at, old_url, new_url, old_expires_at, new_expires_at, old_max_visits, new_max_visits, old_redirect, new_redirect, old_tags, new_tags FROM "+
 		sh.Table+historySuffix+" WHERE code = ? AND version < ? ORDER BY version DESC LIMIT ?", code, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("shortlink: read %s%s: %w", sh.Table, historySuffix, err)
@@ -239,8 +253,8 @@ func (s *Service) revisions(ctx context.Context, code string, before int64, limi
 	revs := make([]Revision, len(rows))
 	for i, r := range rows {
 		rev := Revision{Code: code, Version: r.Version, Actor: r.Actor, At: time.UnixMilli(r.At),
-			Before: Settings{URL: r.OldURL, ExpiresAt: fromMilli(r.OldExpiresAt), MaxVisits: r.OldMaxVisits, Redirect: r.OldRedirect},
-			After:  Settings{URL: r.NewURL, ExpiresAt: fromMilli(r.NewExpiresAt), MaxVisits: r.NewMaxVisits, Redirect: r.NewRedirect}}
+			Before: Settings{URL: r.OldURL, ExpiresAt: fromMilli(r.OldExpiresAt), MaxVisits: r.OldMaxVisits, Redirect: r.OldRedirect, Tags: splitTags(r.OldTags)},
+			After:  Settings{URL: r.NewURL, ExpiresAt: fromMilli(r.NewExpiresAt), MaxVisits: r.NewMaxVisits, Redirect: r.NewRedirect, Tags: splitTags(r.NewTags)}}
 		rev.Changed = rev.Before.changed(rev.After)
 		revs[i] = rev
 	}
@@ -288,25 +302,33 @@ func (s *Service) createMeta(ctx context.Context) error {
 	return nil
 }
 
-// storedCodeKey returns the namespace's code key. The first call in a
-// namespace offers a random key; of processes offering at once the primary
-// key lets exactly one insert win, and everyone reads that one back.
+// storedCodeKey returns the namespace's code key.
 func (s *Service) storedCodeKey(ctx context.Context) (uint64, error) {
-	db := s.router.All()[0].DB
-	name := keys.Join(s.cfg.Namespace, "code_key")
-	_, err := db.ExecContext(ctx, "INSERT INTO "+metaTable+" (name, value) VALUES (?, ?)", name, strconv.FormatUint(randomKey(), 10))
-	if err != nil && !sqlutil.IsDuplicate(err) {
-		return 0, fmt.Errorf("shortlink: store code key: %w", err)
-	}
-	var v string
-	if err := db.GetContext(ctx, &v, "SELECT value FROM "+metaTable+" WHERE name = ?", name); err != nil {
-		return 0, fmt.Errorf("shortlink: read code key: %w", err)
+	v, err := s.storedSecret(ctx, keys.Join(s.cfg.Namespace, "code_key"))
+	if err != nil {
+		return 0, err
 	}
 	key, err := strconv.ParseUint(v, 10, 64)
 	if err != nil || key == 0 {
 		return 0, fmt.Errorf("shortlink: stored code key %q is not a non-zero uint64", v)
 	}
 	return key, nil
+}
+
+// storedSecret returns the random secret stored under name. The first call
+// offers a random value; of processes offering at once the primary key lets
+// exactly one insert win, and everyone reads that one back.
+func (s *Service) storedSecret(ctx context.Context, name string) (string, error) {
+	db := s.router.All()[0].DB
+	_, err := db.ExecContext(ctx, "INSERT INTO "+metaTable+" (name, value) VALUES (?, ?)", name, strconv.FormatUint(randomKey(), 10))
+	if err != nil && !sqlutil.IsDuplicate(err) {
+		return "", fmt.Errorf("shortlink: store %s: %w", name, err)
+	}
+	var v string
+	if err := db.GetContext(ctx, &v, "SELECT value FROM "+metaTable+" WHERE name = ?", name); err != nil {
+		return "", fmt.Errorf("shortlink: read %s: %w", name, err)
+	}
+	return v, nil
 }
 
 // randomKey is a secret, non-zero permutation key.
