@@ -42,10 +42,13 @@ type Aggregator struct {
 	cfg   AggregatorConfig
 	stats struct {
 		events, rejected, malformed, expired, duplicates atomic.Int64
-		flushes, replays, resyncs, flushed               atomic.Int64
+		flushes, replays, resyncs, flushed, unsent       atomic.Int64
 	}
 	open   openClaims
 	gauges *obs.Registration
+	// sendAll: flushes leave nothing out (heatView), for the tests that
+	// compare both ways.
+	sendAll bool
 }
 
 // Stats counts what an Aggregator did.
@@ -59,6 +62,7 @@ type Stats struct {
 	Replays    int64 // flushes that found their offsets applied already (a retry after a lost reply)
 	Resyncs    int64 // claims closed with ErrResync
 	Flushed    int64 // item entries in applied flushes
+	Unsent     int64 // Decay: of those, left out of the script call because it would not admit them (below a full set's lowest score)
 }
 
 // NewAggregator returns an aggregator feeding l.
@@ -90,7 +94,7 @@ func (a *Aggregator) Stats() Stats {
 	return Stats{
 		Events: s.events.Load(), Rejected: s.rejected.Load(), Malformed: s.malformed.Load(),
 		Expired: s.expired.Load(), Duplicates: s.duplicates.Load(), Flushes: s.flushes.Load(),
-		Replays: s.replays.Load(), Resyncs: s.resyncs.Load(), Flushed: s.flushed.Load(),
+		Replays: s.replays.Load(), Resyncs: s.resyncs.Load(), Flushed: s.flushed.Load(), Unsent: s.unsent.Load(),
 	}
 }
 
@@ -112,6 +116,7 @@ type Claim struct {
 	scratch   []rawEvent
 	likeKey   []byte
 	growths   *[growthCache]growthAt // Decay: 2^((ms−landmark)/HalfLife) by ms
+	view      heatView               // Decay: the partition's heat set, as of the last flush
 	// unflushedSince is when (Unix ms, by the list's clock) the oldest
 	// event the claim holds unflushed was added; 0 when none. Read by the
 	// lag gauge from another goroutine.
@@ -328,7 +333,9 @@ func buildLead(slotMs int64) int64 { return min(slotMs/2, 60_000) }
 // next chunk. If the call fails the claim keeps the batch and sends the very
 // same one on the next Flush (Add may go on meanwhile), so a call that did
 // apply but whose reply was lost is found applied, not applied twice.
-// ErrResync closes the claim.
+// ErrResync closes the claim. Under Decay the claim keeps a copy of its
+// partition's heat set (its members and scores, about Keep of them) and
+// sends only what the script would write (doc.go, "Bounded memory").
 func (c *Claim) Flush(ctx context.Context) error {
 	ctx, call := c.l.obs.flush.Start(ctx)
 	return call.End(c.flush(ctx))
@@ -350,16 +357,28 @@ func (c *Claim) flush(ctx context.Context) error {
 		}
 	}
 	b := c.sealed
-	keys, args := c.flushCall(b, now)
-	reply, err := flushScript.Run(ctx, c.l.c, keys, args...).Int64Slice()
-	if err == nil && len(reply) != 4 {
-		err = fmt.Errorf("unexpected reply %v", reply)
-	}
-	if err != nil {
-		return fmt.Errorf("hotlist: flush partition %d: %w", c.p, err)
+	var reply flushReply
+	var used, want bool
+	var unsent int
+	for {
+		used, want = c.view.usable(c, b), c.view.wanted(c)
+		keys, args, left := c.flushCall(b, now, used, want)
+		res, err := flushScript.Run(ctx, c.l.c, keys, args...).Slice()
+		if err == nil {
+			reply, err = parseFlushReply(res)
+		}
+		if err != nil {
+			c.view.forget() // the call may have applied
+			return fmt.Errorf("hotlist: flush partition %d: %w", c.p, err)
+		}
+		if reply.status != staleView {
+			unsent = left
+			break
+		}
+		c.view.forget() // nothing done: send everything
 	}
 	c.last = now
-	status, stored := reply[0], reply[1]
+	status, stored := reply.status, reply.stored
 	if status < 0 {
 		c.close()
 		c.a.stats.resyncs.Add(1)
@@ -375,10 +394,16 @@ func (c *Claim) flush(ctx context.Context) error {
 		} else {
 			c.a.stats.flushes.Add(1)
 			c.a.stats.flushed.Add(int64(b.entries))
+			c.a.stats.unsent.Add(int64(unsent))
 		}
 		c.applied = stored
 	}
-	c.epoch, c.rescaling = reply[2], reply[3] == 1
+	c.epoch, c.rescaling = reply.epoch, reply.building
+	if status == 1 {
+		c.view.update(b, reply, c.l.cfg.Keep, used, want)
+	} else {
+		c.view.forget() // a replay: the set holds what the lost reply would have told
+	}
 	b.reset()
 	c.spare, c.sealed = b, nil
 	since := int64(0)
@@ -417,10 +442,14 @@ func (c *Claim) close() {
 	}
 	c.closed = true
 	c.pend, c.sealed, c.spare, c.scratch = nil, nil, nil, nil
+	c.view.forget()
 }
 
-// flushCall builds flush.lua's keys and arguments for b.
-func (c *Claim) flushCall(b *batch, now time.Time) ([]string, []any) {
+// flushCall builds flush.lua's keys and arguments for b, from the claim's
+// copy of the heat set (used: new scores, the increments the script would
+// not admit left out) or not (increments), and returns how many it left
+// out; want asks for the heat set's members.
+func (c *Claim) flushCall(b *batch, now time.Time, used, want bool) ([]string, []any, int) {
 	l, pk := c.l, c.l.parts[c.p]
 	keys := []string{pk.meta, pk.heat[0], pk.heat[1]}
 	var expiries []any
@@ -464,16 +493,34 @@ func (c *Claim) flushCall(b *batch, now time.Time) ([]string, []any) {
 		to = -1
 	}
 	args := make([]any, 0, 16+slots+4*len(b.groups)+2*b.entries+6*len(b.likes))
-	args = append(args, c.applied, from, to, l.cfg.Keep, l.cfg.RescaleChunk, target, step, cnow, slots, nowMs, l.slotMs)
+	view, wanted := int64(-1), 0
+	if used {
+		view = c.view.epoch
+	}
+	if want {
+		wanted = 1
+	}
+	args = append(args, c.applied, from, to, l.cfg.Keep, l.cfg.RescaleChunk, target, step, cnow, slots, nowMs, l.slotMs, view, wanted)
 	for i := range slots {
 		args = append(args, formatFloat(l.cfg.SlotWeights[i]))
 	}
 	args = append(args, len(b.groups))
+	left := 0
 	for _, g := range b.groups {
 		args = append(args, keyOf(g.slot), g.slot, len(g.items))
+		count, sent, full := len(args)-1, 0, c.view.full(l.cfg.Keep)
 		for i, item := range g.items {
-			args = append(args, item, formatFloat(g.vals[i]))
+			if !used {
+				args = append(args, item, formatFloat(g.vals[i]))
+			} else if s, ok := c.view.score(item, g.vals[i], full); ok {
+				args = append(args, formatFloat(s), item) // ZADD's order
+			} else {
+				continue
+			}
+			sent++
 		}
+		args[count] = sent
+		left += len(g.items) - sent
 	}
 	args = append(args, len(b.likes))
 	likeSets := map[int64]int{}
@@ -490,108 +537,7 @@ func (c *Claim) flushCall(b *batch, now time.Time) ([]string, []any) {
 	}
 	args = append(args, len(expiries)/2)
 	args = append(args, expiries...)
-	return keys, args
+	return keys, args, left
 }
 
 func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-
-// batch is what a claim aggregated between two flushes.
-type batch struct {
-	from, to int64 // offsets covered; from is -1 when none
-	base     int64 // Decay: the landmark number the values are scaled to
-	addedMs  int64 // when the first of them was added (list clock, Unix ms)
-	groups   []*group
-	free     []*group
-	last     *group
-	likeIdx  map[string]int
-	likes    []like
-	entries  int
-}
-
-// group sums increments per item for one target: the decay heat, or one
-// window slot.
-type group struct {
-	slot  int64
-	idx   map[string]int32
-	items []string
-	vals  []float64
-}
-
-// like is a user's like of an item, kept apart until the flush script has
-// checked that the user had not liked it before.
-type like struct {
-	bucket, slot int64
-	member, item string
-	val          float64
-}
-
-func newBatch() *batch { return &batch{from: -1, likeIdx: map[string]int{}} }
-
-func (b *batch) reset() {
-	for _, g := range b.groups {
-		clear(g.idx)
-		g.items, g.vals = g.items[:0], g.vals[:0]
-	}
-	b.free = append(b.free, b.groups...)
-	b.groups, b.last = b.groups[:0], nil
-	clear(b.likeIdx)
-	b.likes = b.likes[:0]
-	b.from, b.to, b.base, b.addedMs, b.entries = -1, 0, 0, 0, 0
-}
-
-func (b *batch) group(slot int64) *group {
-	if b.last != nil && b.last.slot == slot {
-		return b.last
-	}
-	for _, g := range b.groups {
-		if g.slot == slot {
-			b.last = g
-			return g
-		}
-	}
-	var g *group
-	if n := len(b.free); n > 0 {
-		g, b.free = b.free[n-1], b.free[:n-1]
-	} else {
-		g = &group{idx: map[string]int32{}}
-	}
-	g.slot = slot
-	b.groups = append(b.groups, g)
-	b.last = g
-	return g
-}
-
-// add adds v to item in slot's group; the lookup of an item already present
-// allocates nothing.
-func (b *batch) add(slot int64, item []byte, v float64) {
-	g := b.group(slot)
-	if i, ok := g.idx[string(item)]; ok {
-		g.vals[i] += v
-		return
-	}
-	s := string(item)
-	g.idx[s] = int32(len(g.items))
-	g.items = append(g.items, s)
-	g.vals = append(g.vals, v)
-	b.entries++
-}
-
-// addLike keeps a user's first like of an item in a dedup bucket; scratch is
-// reused for the lookup key and returned.
-func (b *batch) addLike(scratch []byte, bucket, slot int64, item, user []byte, v float64) []byte {
-	scratch = strconv.AppendInt(scratch[:0], bucket, 10)
-	scratch = append(scratch, 0)
-	scratch = append(scratch, item...)
-	scratch = append(scratch, 0)
-	scratch = append(scratch, user...)
-	if _, ok := b.likeIdx[string(scratch)]; ok {
-		return scratch // the user's first like in this batch counts
-	}
-	b.likeIdx[string(scratch)] = len(b.likes)
-	// The member is unambiguous: a user id holds no NUL, so the last NUL
-	// separates it from the item.
-	member := string(item) + "\x00" + string(user)
-	b.likes = append(b.likes, like{bucket: bucket, slot: slot, member: member, item: string(item), val: v})
-	b.entries++
-	return scratch
-}

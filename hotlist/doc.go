@@ -102,6 +102,24 @@
 // trimmed while in the untrimmed top 100. A claim holds at most MaxPending
 // entries between flushes (it is due early).
 //
+// Under Decay a claim decides itself which increments the script would not
+// admit, and does not send them (Stats.Unsent). It is the only writer of
+// its partition (the offset fence), so it keeps a copy of the heat set,
+// every member and score as each flush's reply leaves them, and sends the
+// script each admitted item's new score, the very double the script would
+// compute; the reply says which likes were new (DedupLikes), for the copy
+// to add them as the script did. The script checks that the copy is of its
+// current set and that no build is under way, and each reply is checked
+// against the copy (size, lowest score). On any doubt — a failed or
+// replayed flush, a landmark's rebuild, a new claim — the copy is dropped,
+// that flush sends increments as before and its reply brings the members
+// back. The copy costs about 60 bytes per member with 12-byte ids (0.6 MB
+// per claimed partition at the default Keep). TestHeatCopyChangesNothing
+// feeds two lists the same stream, one with the copy and one without, and
+// finds the same members with bit-identical scores after every flush,
+// through restarts, a resync, a lost reply and a landmark, with likes
+// deduplicated or not. Window flushes send increments as before.
+//
 // DedupLikes counts one Like per user per item per DedupWindow. It costs a
 // Redis set entry per distinct (item, user) like, kept for up to two
 // DedupWindows: about 60 bytes plus both ids per entry (10M likes an hour
@@ -164,23 +182,36 @@
 // window is kept exact without sweeps. The seed's 4.17M events/s peak is ten
 // times what its own inputs give (the benchmark harness flags it); one
 // aggregator does several million events a second in memory on two cores,
-// and Redis' single thread (the flush scripts) is what limits ingestion end
-// to end. A flush reads a partition's current scores of its items with one
+// and end to end the partitions share Redis' single thread (the flush
+// scripts). A flush reads a partition's current scores of its items with one
 // ZMSCORE per thousand and writes the sums with one ZADD per thousand (the
 // same doubles ZINCRBY would compute; a new item's score is its increment as
-// sent) instead of a ZINCRBY per item: hotkafka's BenchmarkIngest (2M
-// events, Zipf over 5M items, 8 partitions, through kfake; go test -run '^$'
-// -bench Ingest -benchtime 1x ./hotlist/hotkafka/, three runs each, old
-// script and new in one quiet session on 2 cores) went from 663–685k
-// events/s (0.22 × the raw sarama consumption of the same messages, 3.06M/s)
-// to 794k–1.07M (0.26–0.36 ×), Redis 67–81% busy in the scripts. Most of
-// what remains is per distinct item: the ZMSCORE and ZADD of items that the
-// trim then drops again. A bounded exact top-K per partition is used rather than a sketch:
-// RedisBloom's TOPK takes no weights and, by its own benchmark, recalls 65–67%
-// of the top while leaders change. The sarama glue lives in hotlist/hotkafka,
-// not in casebook/kafka, because the aggregator needs each message's
-// partition and offset, which outbox.Handler does not carry; hotlist itself
-// links no Kafka client.
+// sent) instead of a ZINCRBY per item; under Decay a claim holding a copy of
+// its heat set sends the sums themselves, which the script passes to ZADD
+// as they are, and leaves out what the set would not admit (above).
+// hotkafka's BenchmarkIngest (2M events, Zipf over 5M items, 8 partitions,
+// through kfake; CASEBOOK_REDIS_ADDR=<a private redis-server> go test -run
+// '^$' -bench Ingest -benchtime 1x ./hotlist/hotkafka/, test binaries
+// without the copy and with it run alternately, three each, in four sets
+// on 2 cores shared with other work; raw sarama consumption of the same
+// messages 2.9–3.2M events/s throughout): in one set it went from
+// 1.08–1.45M events/s (0.35–0.47 × raw) to 1.26–1.62M (0.43–0.53 ×), in
+// another from 1.33–1.42M (0.43–0.45 ×) to 2.25–2.42M (0.72–0.78 ×), in a
+// third, on a quieter machine, from 1.33–1.66M (0.45–0.54 ×) to
+// 1.56–1.71M (0.50–0.55 ×), and in the last from 1.32–1.57M (0.43–0.51 ×)
+// to 1.54–1.98M (0.49–0.65 ×). Redis' script time per event fell from
+// 0.40–0.53 µs to 0.21–0.31 µs (INFO commandstats), 30% of the item entries
+// are no longer sent, and Redis is 37–55% busy in the scripts (53–71%
+// before): it no longer limits ingestion alone; the rest is the consumer
+// side on the same two cores (kfake, sarama, the aggregator). What the
+// scripts still do is per admitted item — its ZADD and, for a newcomer, its
+// trim: a third of the newcomers go in the flush that writes them. A
+// bounded exact top-K per partition is used rather than a sketch:
+// RedisBloom's TOPK takes no weights and, by its own benchmark, recalls
+// 65–67% of the top while leaders change. The sarama glue lives in
+// hotlist/hotkafka, not in casebook/kafka, because the aggregator needs
+// each message's partition and offset, which outbox.Handler does not carry;
+// hotlist itself links no Kafka client.
 //
 // Design notes, diagram and measured costs: docs/hotlist.md in the repository.
 package hotlist

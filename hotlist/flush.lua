@@ -29,9 +29,17 @@
 -- ARGV[8] Window: the caller's current slot, -1 for Decay
 -- ARGV[9] Window: S, the slots in the ring (0 for Decay)
 -- ARGV[10], ARGV[11] Window: the caller's clock and the slot length, in ms
--- ARGV[12 .. 11+S] Window: the slot weights, current slot first
+-- ARGV[12] Decay: -1, or the landmark of the current heat set as the caller
+--         holds it (every member and score, as this script's last reply
+--         left them): then each group's pairs are (new score, item), the
+--         sums this script would write, and the increments it would not
+--         admit (below a full set's lowest score, see admitted) are left
+--         out; status -3 if the set is not that one, or is being rebuilt
+-- ARGV[13] Decay: 1 to have the reply carry the heat set's members
+-- ARGV[14 .. 13+S] Window: the slot weights, current slot first
 -- then the number of groups, then per group: key index (0: the decay heat),
---         slot (Window), count, count × (item, increment)
+--         slot (Window), count, count × (item, increment) — or (new score,
+--         item) under ARGV[12]
 -- then the number of likes, then per like: set key index, key index and slot
 --         (as for groups), member (item NUL user), item, increment — added
 --         only if the member is new to the set
@@ -40,12 +48,17 @@
 -- status 1: applied; 0: offsets already applied, nothing done (a retry after
 -- a lost reply, or a replay); -1: another writer stored offsets past ARGV[1]
 -- (fenced, nothing done); -2: the stored offset is behind ARGV[1] (Redis lost
--- writes, nothing done).
+-- writes, nothing done); -3: the caller's copy (ARGV[12]) is not of the
+-- current set, or a set is being built (nothing done: send increments).
+-- Decay, status 1, four more: the current heat set's size, its lowest
+-- score ('' when not full), its members and scores (ARGV[13]) or else the
+-- members the trim removed from it, and per like 1 if it was added, else 0.
 local meta = KEYS[1]
 local prev, from, to = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local keep, chunk = tonumber(ARGV[4]), tonumber(ARGV[5])
 local target, step = tonumber(ARGV[6]), tonumber(ARGV[7])
 local cnow, S = tonumber(ARGV[8]), tonumber(ARGV[9])
+local view, want = tonumber(ARGV[12]), ARGV[13] == '1'
 local m = redis.call('HMGET', meta, 'offset', 'epoch', 'mig', 'src', 'cursor', 'ready')
 local stored = tonumber(m[1] or '-1')
 local cur = tonumber(m[2] or '-1')
@@ -61,6 +74,10 @@ if to >= 0 then
   if stored > prev then return reply(-1) end
   if stored < prev then return reply(-2) end
 end
+-- The caller's copy holds since its last flush: the offset fence stops any
+-- other writer, and only a switch of sets (a new epoch) changes the set
+-- without storing an offset.
+if view >= 0 and (target < 0 or cur ~= view or target ~= cur or mig) then return reply(-3) end
 
 -- '%.17g' round-trips a double; Lua's own tostring keeps only 14 digits.
 local function fmt(x) return string.format('%.17g', x) end
@@ -106,7 +123,7 @@ if target >= 0 then
   if mig then fmig = 2 ^ ((target - mig) * step) end
 elseif cnow >= 0 then
   local nowms, slotms = tonumber(ARGV[10]), tonumber(ARGV[11])
-  for j = 0, S - 1 do w[j] = tonumber(ARGV[12 + j]) end
+  for j = 0, S - 1 do w[j] = tonumber(ARGV[14 + j]) end
   slot = function(s) return KEYS[4 + s - (cnow - S + 1)] end -- s in now−S+1 .. now+1
   if mig and ready and mig == cnow then
     -- The slot has started: its set becomes the current one.
@@ -221,38 +238,48 @@ local function admitted(key, items, vals, f, old)
   end
   return ok
 end
-local i = 12 + S
+local i = 14 + S
 local ngroups = tonumber(ARGV[i])
 i = i + 1
 for _ = 1, ngroups do
   local ki, s, n = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
   local hk = ki == 0 and heat(cur) or KEYS[ki]
-  local items, vals = {}, {}
-  for k = 1, n do
-    items[k] = ARGV[i + 1 + 2 * k]
-    vals[k] = ARGV[i + 2 + 2 * k]
+  if view >= 0 then
+    -- The caller's copy of the set made the decisions and the sums.
+    local last = i + 2 + 2 * n
+    for a = i + 3, last, 800 do
+      redis.call('ZADD', hk, unpack(ARGV, a, math.min(a + 799, last)))
+    end
+  else
+    local items, vals = {}, {}
+    for k = 1, n do
+      items[k] = ARGV[i + 1 + 2 * k]
+      vals[k] = ARGV[i + 2 + 2 * k]
+    end
+    -- Decay: the rescale copy takes the set's decisions, so that it stays
+    -- the set times the landmark factor. Window: so do the heat sets, so
+    -- that they stay the weighted sums of the slot sets.
+    local f, h1, f1, h2, f2 = fcur, nil, nil, mig and heat(mig), fmig
+    if ki > 0 then
+      touched[ki] = s
+      f = 1
+      h1, f1, h2, f2 = windowsOf(s)
+    end
+    local old = scores(hk, items)
+    local ok = nil
+    if redis.call('ZCARD', hk) + n > keep then ok = admitted(hk, items, vals, f, old) end
+    addAll(hk, items, vals, f, ok, old)
+    if h1 then addAll(h1, items, vals, f1, ok) end
+    if h2 then addAll(h2, items, vals, f2, ok) end
   end
   i = i + 3 + 2 * n
-  -- Decay: the rescale copy takes the set's decisions, so that it stays
-  -- the set times the landmark factor. Window: so do the heat sets, so
-  -- that they stay the weighted sums of the slot sets.
-  local f, h1, f1, h2, f2 = fcur, nil, nil, mig and heat(mig), fmig
-  if ki > 0 then
-    touched[ki] = s
-    f = 1
-    h1, f1, h2, f2 = windowsOf(s)
-  end
-  local old = scores(hk, items)
-  local ok = nil
-  if redis.call('ZCARD', hk) + n > keep then ok = admitted(hk, items, vals, f, old) end
-  addAll(hk, items, vals, f, ok, old)
-  if h1 then addAll(h1, items, vals, f1, ok) end
-  if h2 then addAll(h2, items, vals, f2, ok) end
 end
 local nlikes = tonumber(ARGV[i])
 i = i + 1
-for _ = 1, nlikes do
-  if redis.call('SADD', KEYS[tonumber(ARGV[i])], ARGV[i + 3]) == 1 then
+local liked = {} -- 1 for each like added, 0 for one the user had given
+for j = 1, nlikes do
+  liked[j] = redis.call('SADD', KEYS[tonumber(ARGV[i])], ARGV[i + 3])
+  if liked[j] == 1 then
     add(tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), ARGV[i + 4], ARGV[i + 5])
   end
   i = i + 6
@@ -285,6 +312,7 @@ for ki, s in pairs(touched) do
     redis.call('ZREMRANGEBYRANK', KEYS[ki], 0, over - 1)
   end
 end
+local trimmed = {}
 if target >= 0 then
   -- The rescale copy loses the same items, so that it stays the current
   -- set times the landmark factor.
@@ -292,8 +320,9 @@ if target >= 0 then
   while over > 0 do
     local gone = redis.call('ZRANGE', heat(cur), 0, math.min(over, 1000) - 1)
     if #gone == 0 then break end
-    redis.call('ZREM', heat(cur), unpack(gone))
+    redis.call('ZREMRANGEBYRANK', heat(cur), 0, #gone - 1) -- the same members, found by rank
     if mig then redis.call('ZREM', heat(mig), unpack(gone)) end
+    for _, g in ipairs(gone) do trimmed[#trimmed + 1] = g end
     over = over - #gone
   end
 end
@@ -383,4 +412,11 @@ if to >= 0 then
   redis.call('HSET', meta, 'offset', ARGV[3])
   stored = to
 end
-return reply(1)
+if target < 0 then return reply(1) end
+-- Decay: what the caller's copy follows the set by, and is checked against.
+local out = reply(1)
+local card, floor = redis.call('ZCARD', heat(cur)), ''
+if card >= keep then floor = redis.call('ZRANGE', heat(cur), 0, 0, 'WITHSCORES')[2] end
+if want then trimmed = redis.call('ZRANGE', heat(cur), 0, -1, 'WITHSCORES') end
+out[5], out[6], out[7], out[8] = card, floor, trimmed, liked
+return out

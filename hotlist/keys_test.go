@@ -33,7 +33,7 @@ func TestScriptKeysShareTheirPartitionSlot(t *testing.T) {
 				b.add(slot, []byte("item"), 1)
 				b.addLike(nil, floorDiv(ms, l.dedupMs), slot, []byte("item"), []byte{byte('u' + i)}, 1)
 			}
-			flushKeys, _ := claim.flushCall(b, now)
+			flushKeys, _, _ := claim.flushCall(b, now, false, false)
 			topKeys := l.topCall(p, now, 10, true).Keys
 			want := keys.Slot(flushKeys[0])
 			for _, k := range append(flushKeys, topKeys...) {
