@@ -312,13 +312,11 @@ func scanKeys(t *testing.T, r *testenv.Redis, pattern string) []string {
 	var mu sync.Mutex
 	var out []string
 	scan := func(ctx context.Context, c *redis.Client) error {
-		iter := c.Scan(ctx, 0, pattern, 100).Iterator()
-		for iter.Next(ctx) {
-			mu.Lock()
-			out = append(out, iter.Val())
-			mu.Unlock()
-		}
-		return iter.Err()
+		found, err := testenv.ScanKeys(ctx, c, pattern)
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, found...)
+		return err
 	}
 	var err error
 	switch c := r.Client.(type) {
@@ -352,9 +350,12 @@ func dumpKeys(t *testing.T, r *testenv.Redis, pattern string) []dumped {
 	t.Helper()
 	ctx := context.Background()
 	var out []dumped
-	iter := r.Client.Scan(ctx, 0, pattern, 100).Iterator()
-	for iter.Next(ctx) {
-		k := dumped{key: iter.Val(), typ: r.Client.Type(ctx, iter.Val()).Val(), ttl: max(r.Client.PTTL(ctx, iter.Val()).Val(), 0)}
+	names, err := testenv.ScanKeys(ctx, r.Client, pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		k := dumped{key: name, typ: r.Client.Type(ctx, name).Val(), ttl: max(r.Client.PTTL(ctx, name).Val(), 0)}
 		var err error
 		switch k.typ {
 		case "string":
@@ -375,8 +376,8 @@ func dumpKeys(t *testing.T, r *testenv.Redis, pattern string) []dumped {
 		}
 		out = append(out, k)
 	}
-	if iter.Err() != nil || len(out) == 0 {
-		t.Fatalf("dump %s: %v, %d keys", pattern, iter.Err(), len(out))
+	if len(out) == 0 {
+		t.Fatalf("dump %s: no keys", pattern)
 	}
 	return out
 }
@@ -386,9 +387,12 @@ func dumpKeys(t *testing.T, r *testenv.Redis, pattern string) []dumped {
 func restoreKeys(t *testing.T, r *testenv.Redis, keys []dumped) {
 	t.Helper()
 	ctx := context.Background()
-	iter := r.Client.Scan(ctx, 0, keys[0].key[:len(r.Namespace)]+"*", 100).Iterator()
-	for iter.Next(ctx) {
-		r.Client.Del(ctx, iter.Val())
+	made, err := testenv.ScanKeys(ctx, r.Client, keys[0].key[:len(r.Namespace)]+"*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range made {
+		r.Client.Del(ctx, k)
 	}
 	for _, k := range keys {
 		var err error

@@ -947,12 +947,11 @@ func TestReplayRecordOnlyWhereNeeded(t *testing.T) {
 	r := testenv.NewRedis(t)
 	b := newBoardWith(t, r, rank.Config{Name: "replay", Shards: 2, Now: testenv.Now})
 	records := func() int {
-		n := 0
-		iter := r.Client.Scan(ctx, 0, r.Namespace+"*:req:*", 100).Iterator()
-		for iter.Next(ctx) {
-			n++
+		ks, err := testenv.ScanKeys(ctx, r.Client, r.Namespace+"*:req:*")
+		if err != nil {
+			t.Fatal(err)
 		}
-		return n
+		return len(ks)
 	}
 	b.Set(ctx, "a", 5)
 	b.Best(ctx, "a", 7)

@@ -297,22 +297,22 @@ func measureMemory(tb testing.TB, r *testenv.Redis, ns string, s *signin.Service
 		r.Client.Del(ctx, key)
 	}
 	m := memory{encodings: map[string]int{}}
-	iter := r.Client.Scan(ctx, 0, ns+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		n, err := r.Client.MemoryUsage(ctx, iter.Val(), 0).Result()
+	names, err := testenv.ScanKeys(ctx, r.Client, ns+"*")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, name := range names {
+		n, err := r.Client.MemoryUsage(ctx, name, 0).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			tb.Fatal(err)
 		}
-		if strings.Contains(iter.Val(), "}:ps:") || strings.Contains(iter.Val(), "}:st:") {
+		if strings.Contains(name, "}:ps:") || strings.Contains(name, "}:st:") {
 			m.state += n
 		} else {
 			m.years += n
 		}
-		enc, _ := r.Client.ObjectEncoding(ctx, iter.Val()).Result()
+		enc, _ := r.Client.ObjectEncoding(ctx, name).Result()
 		m.encodings[enc]++
-	}
-	if err := iter.Err(); err != nil {
-		tb.Fatal(err)
 	}
 	return m
 }

@@ -586,14 +586,14 @@ func TestRedTeamCapEvictionConcurrent(t *testing.T) {
 	}
 	// actor sets are deleted with their groups: count the actors keys
 	var keys []string
-	iter := r.Client.Scan(ctx, 0, r.Namespace+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		if strings.Contains(iter.Val(), "{n:alice}:actors:") {
-			keys = append(keys, iter.Val())
-		}
-	}
-	if err := iter.Err(); err != nil {
+	all, err := testenv.ScanKeys(ctx, r.Client, r.Namespace+"*")
+	if err != nil {
 		t.Fatal(err)
+	}
+	for _, k := range all {
+		if strings.Contains(k, "{n:alice}:actors:") {
+			keys = append(keys, k)
+		}
 	}
 	if len(keys) != capN {
 		t.Errorf("%d actor-set keys for %d groups: %q", len(keys), capN, keys)

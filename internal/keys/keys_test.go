@@ -176,11 +176,7 @@ func TestEachPrimary(t *testing.T) {
 			var mu sync.Mutex
 			got, nodes := map[string]bool{}, 0
 			err := keys.EachPrimary(ctx, r.Client, func(ctx context.Context, node *redis.Client) error {
-				var found []string
-				iter := node.Scan(ctx, 0, s.Pattern()+"*", 100).Iterator()
-				for iter.Next(ctx) {
-					found = append(found, iter.Val())
-				}
+				found, err := testenv.ScanKeys(ctx, node, s.Pattern()+"*")
 				mu.Lock()
 				defer mu.Unlock()
 				nodes++
@@ -190,7 +186,7 @@ func TestEachPrimary(t *testing.T) {
 					}
 					got[k] = true
 				}
-				return iter.Err()
+				return err
 			})
 			if err != nil {
 				t.Fatal(err)

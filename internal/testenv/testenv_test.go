@@ -2,6 +2,7 @@ package testenv_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -81,5 +82,21 @@ func TestSQLDatabasesAreFreshAndSeparate(t *testing.T) {
 	}
 	if got := dbs[0].DriverName(); testenv.RequireReal() && got != "mysql" {
 		t.Fatalf("REQUIRE_REAL run got driver %s, want mysql", got)
+	}
+}
+
+// ScanKeys lists each matching key once, and no other.
+func TestScanKeys(t *testing.T) {
+	ctx := context.Background()
+	r := testenv.NewRedis(t)
+	for i := range 2500 {
+		if err := r.Client.Set(ctx, r.Namespace+"k:"+strconv.Itoa(i), 1, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Client.Set(ctx, r.Namespace+"other", 1, 0)
+	got, err := testenv.ScanKeys(ctx, r.Client, r.Namespace+"k:*")
+	if err != nil || len(got) != 2500 || !slices.IsSorted(got) {
+		t.Fatalf("%d keys (sorted %v): %v", len(got), slices.IsSorted(got), err)
 	}
 }
