@@ -236,7 +236,7 @@ type click struct {
 // newClick describes a click on l by r (nil for a Resolve without a
 // request) from clientIP.
 func (s *Service) newClick(l *Link, r *http.Request, clientIP string) click {
-	c := click{code: l.Code, at: s.cfg.Now()}
+	c := click{code: s.keyOf(l), at: s.cfg.Now()}
 	ref, ua, country := "", "", ""
 	if r != nil {
 		ref, ua = header(r, "Referer"), header(r, "User-Agent")

@@ -117,7 +117,7 @@ func (h *handler) analytics(w http.ResponseWriter, r *http.Request) {
 		op = h.s.obs.breakdown
 	}
 	ctx, call := op.Start(r.Context())
-	code := r.PathValue("code")
+	code, key := r.PathValue("code"), h.apiKey(r)
 	var res any
 	owner, err := h.owner(r)
 	var sq statsQuery
@@ -127,11 +127,11 @@ func (h *handler) analytics(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = h.s.limitMisses(ctx, h.clientIP(r), func() error {
 			if sq.dim != "" {
-				cs, err := h.s.breakdown(ctx, code, sq.dim, sq.from, sq.to, sq.n, h.scoped, owner)
+				cs, err := h.s.breakdown(ctx, key, sq.dim, sq.from, sq.to, sq.n, h.scoped, owner)
 				res = breakdownResponse{Code: code, Dim: sq.dim, From: sq.from.UTC(), To: sq.to.UTC(), Values: cs}
 				return err
 			}
-			ps, err := h.s.clicksSeries(ctx, code, sq.from, sq.to, sq.step, h.scoped, owner)
+			ps, err := h.s.clicksSeries(ctx, key, sq.from, sq.to, sq.step, h.scoped, owner)
 			res = seriesResponse{Code: code, From: sq.from.UTC(), To: sq.to.UTC(), Step: fmt.Sprint(sq.step.Hours()) + "h", Points: ps}
 			return err
 		})

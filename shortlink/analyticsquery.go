@@ -99,7 +99,7 @@ func periodOf(step time.Duration) (int, error) {
 
 // owned checks that code is a link (of owner, when owned).
 func (s *Service) ownedLink(ctx context.Context, code string, owned bool, owner string) error {
-	if !validCode(code) {
+	if !s.validKey(code) {
 		return ErrNotFound
 	}
 	r, err := s.load(ctx, code)

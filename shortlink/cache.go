@@ -105,7 +105,7 @@ func (s *Service) lookupShared(ctx context.Context, code string) (*Link, error) 
 		return nil, err
 	}
 	s.stats.add(layerSQL, resultHit)
-	l := r.link()
+	l := s.linkOf(r)
 	s.fill(ctx, l) // a failed fill costs the next lookup a SQL read, nothing more
 	return l, nil
 }
@@ -119,7 +119,7 @@ func (s *Service) fill(ctx context.Context, l *Link) error {
 		return err
 	}
 	ttl := s.ttl(l, s.cfg.RedisTTL)
-	return linkSetScript.Run(ctx, s.rdb, []string{s.space.Key(l.Code, "link")}, l.Version, b, ttl.Milliseconds()).Err()
+	return linkSetScript.Run(ctx, s.rdb, []string{s.space.Key(s.keyOf(l), "link")}, l.Version, b, ttl.Milliseconds()).Err()
 }
 
 // remember puts a link (nil for a miss) in the local cache.
@@ -165,11 +165,11 @@ func (s *Service) forget(ctx context.Context, code string) error {
 func (s *Service) visit(ctx context.Context, l *Link) error {
 	life := s.visitLife(l)
 	request := strconv.FormatUint(rand.Uint64(), 36)
-	keys := []string{s.space.Key(l.Code, "visits"), s.space.Key(l.Code, "visit", request)}
+	keys := []string{s.space.Key(s.keyOf(l), "visits"), s.space.Key(s.keyOf(l), "visit", request)}
 	n, err := visitsScript.Run(ctx, s.rdb, keys, l.MaxVisits, "", life.Milliseconds(), visitMarkerLife.Milliseconds()).Int64()
 	if err == nil && n == -2 {
 		var seed int64
-		if seed, err = s.storedClicks(ctx, l.Code, false, ""); err != nil {
+		if seed, err = s.storedClicks(ctx, s.keyOf(l), false, ""); err != nil {
 			return err
 		}
 		n, err = visitsScript.Run(ctx, s.rdb, keys, l.MaxVisits, seed, life.Milliseconds(), visitMarkerLife.Milliseconds()).Int64()
@@ -198,9 +198,9 @@ const visitMarkerLife = time.Minute
 
 // visitsLeft returns ErrMaxVisits when l has no visit left, spending none.
 func (s *Service) visitsLeft(ctx context.Context, l *Link) error {
-	n, err := s.rdb.Get(ctx, s.space.Key(l.Code, "visits")).Int64()
+	n, err := s.rdb.Get(ctx, s.space.Key(s.keyOf(l), "visits")).Int64()
 	if errors.Is(err, redis.Nil) { // not counted in Redis (yet): SQL has the flushed visits
-		n, err = s.storedClicks(ctx, l.Code, false, "")
+		n, err = s.storedClicks(ctx, s.keyOf(l), false, "")
 	}
 	if err != nil {
 		return fmt.Errorf("shortlink: read visits: %w", err)

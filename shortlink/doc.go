@@ -100,6 +100,33 @@
 // Only a visit counts: HEAD (ResolveOptions.Peek) answers as GET would
 // but counts no click and spends no visit.
 //
+// Domains (Config.Domains; none by default). A deployment may serve
+// several short domains: the host of BaseURL is the default, and each of
+// Config.Domains is another. A link belongs to one (Options.Domain,
+// Link.Domain, "" for the default) and the same code may be taken on
+// each. A link on the default domain is stored exactly as before domains
+// existed, under its code; a link on another is stored under its key,
+// code + "~" + 8 hex digits of the domain's SHA-256 (Service.Key), so
+// that its row, its Redis entries, its caches, clicks, analytics, unique
+// visitors, history and owner-index rows are all keyed apart from the
+// same code's on another domain, with no change to any table. The cost:
+// an alias off the default domain is at most 55 characters (the key must
+// fit the code column), and a domain's links resolve only while it is
+// configured (dropped from the list, they stay stored and List shows them
+// with their key as the code). Every method
+// that takes a code (Resolve, Delete, Stats, Update, History, Clicks,
+// Breakdown, Uniques, QRCode, ShortURL) takes Key(domain, code) for a link
+// off the default domain; Link.Code is always the code as visitors type
+// it, and LinkURL gives a link's short URL on its domain (BaseURL's
+// scheme, port and path). RedirectHandler resolves by the request's Host,
+// case folded, port and trailing dot dropped: with Domains set, a Host
+// that is neither BaseURL's nor one of them is 404 for every code — never
+// the default domain's link; without Domains any Host is the default, as
+// before. APIHandler addresses a link off the default domain with
+// ?domain= on its code routes (and "domain" in a create body); an unknown
+// domain is 400 on create and 404 on the code routes. The domains are
+// refused as link targets, as OwnHosts are.
+//
 // Analytics (on by default; Config.NoAnalytics turns them off). Each
 // counted click is recorded in memory — a few map updates under the lock
 // of one of 16 stripes (by code), no Redis or SQL call on the redirect

@@ -89,7 +89,8 @@ func (a Settings) changed(b Settings) []string {
 // Revision is one change of a link, as History reads it.
 type Revision struct {
 	Code    string    `json:"code"`
-	Version int64     `json:"version"` // the version the change made (the first edit makes 2)
+	Domain  string    `json:"domain,omitempty"` // "" for the default domain
+	Version int64     `json:"version"`          // the version the change made (the first edit makes 2)
 	Actor   string    `json:"actor"`
 	At      time.Time `json:"at"`
 	Before  Settings  `json:"before"`
@@ -202,7 +203,7 @@ func (s *Service) update(ctx context.Context, code string, u Update, owned bool,
 	if err != nil {
 		return nil, err
 	}
-	if !validCode(code) {
+	if !s.validKey(code) {
 		return nil, ErrNotFound
 	}
 	for range maxEditRaces {
@@ -213,7 +214,7 @@ func (s *Service) update(ctx context.Context, code string, u Update, owned bool,
 		if err != nil {
 			return nil, err
 		}
-		cur := r.link()
+		cur := s.linkOf(r)
 		if u.IfVersion != 0 && cur.Version != u.IfVersion {
 			if err := s.replayed(ctx, cur, u); err != nil {
 				return nil, err
@@ -230,7 +231,7 @@ func (s *Service) update(ctx context.Context, code string, u Update, owned bool,
 		if err := s.indexLink(ctx, cur, added(from.Tags, to.Tags)); err != nil {
 			return nil, err
 		}
-		err = s.commitEdit(ctx, Revision{Code: code, Version: next.Version, Actor: u.Actor, At: now, Before: from, After: to})
+		err = s.commitEdit(ctx, Revision{Code: next.Code, Domain: next.Domain, Version: next.Version, Actor: u.Actor, At: now, Before: from, After: to})
 		if errors.Is(err, errRaced) {
 			continue // read again: with IfVersion, to tell a conflict from a replay
 		}
@@ -251,7 +252,7 @@ func (s *Service) replayed(ctx context.Context, cur *Link, u Update) error {
 	if cur.Version <= u.IfVersion {
 		return conflict
 	}
-	revs, err := s.revisions(ctx, cur.Code, u.IfVersion+2, 1)
+	revs, err := s.revisions(ctx, s.keyOf(cur), u.IfVersion+2, 1)
 	if err != nil {
 		return err
 	}
@@ -265,13 +266,14 @@ func (s *Service) replayed(ctx context.Context, cur *Link, u Update) error {
 // already has a newer version) and in this process's cache, and keeps the
 // link's visit counter in step with its settings before the change.
 func (s *Service) publish(ctx context.Context, l *Link, before Settings) error {
-	s.flight.Forget(l.Code) // lookups from now on do not join one that may read the old row
+	key := s.keyOf(l)
+	s.flight.Forget(key) // lookups from now on do not join one that may read the old row
 	if err := s.fill(ctx, l); err != nil {
 		return fmt.Errorf("shortlink: the change is made but the cache was not updated: %w", err)
 	}
-	s.remember(l.Code, l)
+	s.remember(key, l)
 	s.local.Wait() // so that a slower fill of an older version sees this one
-	visits := s.space.Key(l.Code, "visits")
+	visits := s.space.Key(key, "visits")
 	var err error
 	switch {
 	case l.MaxVisits > 0 && before.MaxVisits == 0:
@@ -316,7 +318,7 @@ func (s *Service) history(ctx context.Context, code string, o HistoryOptions, ow
 		return nil, fmt.Errorf("%w: history limit %d outside 1..%d", ErrInvalidOptions, o.Limit, MaxHistoryPage)
 	case o.Before < 0:
 		return nil, fmt.Errorf("%w: history cursor %d < 0", ErrInvalidOptions, o.Before)
-	case !validCode(code):
+	case !s.validKey(code):
 		return nil, ErrNotFound
 	}
 	r, err := s.load(ctx, code)

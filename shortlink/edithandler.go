@@ -49,12 +49,12 @@ func (h *handler) update(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return err
 			}
-			l, err = h.s.update(ctx, r.PathValue("code"), u, h.scoped, owner)
+			l, err = h.s.update(ctx, h.apiKey(r), u, h.scoped, owner)
 			return err
 		})
 	}
 	if l != nil { // made, even if the caches were not updated: say so with the link
-		writeJSON(w, http.StatusOK, createResponse{Link: l, ShortURL: h.s.ShortURL(l.Code)})
+		writeJSON(w, http.StatusOK, createResponse{Link: l, ShortURL: h.s.LinkURL(l)})
 	} else {
 		writeError(w, err)
 	}
@@ -77,7 +77,7 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		err = h.s.limitMisses(ctx, h.clientIP(r), func() (err error) {
-			revs, err = h.s.history(ctx, r.PathValue("code"), o, h.scoped, owner)
+			revs, err = h.s.history(ctx, h.apiKey(r), o, h.scoped, owner)
 			return err
 		})
 	}

@@ -22,6 +22,11 @@ import (
 //	                          &size=64..1024 pixels [256]; 400 for another format or size,
 //	                          404/410/429 as for the redirect; no click counted
 //
+// The code is looked up on the domain of the request's Host (see Domains
+// in the package documentation): with Config.Domains set, a Host that is
+// none of the service's domains is 404 — it does not fall back to the
+// default domain's link; without it, any Host is the default domain.
+//
 // clientIP extracts the rate-limit key from a request (set it when behind a
 // trusted proxy); nil, or an empty answer, uses the connection's address,
 // so that no request goes unlimited. Each request counts once as the
@@ -37,7 +42,7 @@ func (s *Service) RedirectHandler(clientIP func(*http.Request) string) http.Hand
 // APIHandler serves the JSON API to manage links, each request on behalf
 // of the owner authorize names:
 //
-//	POST   /api/links         {"url", "alias", "ttl_seconds", "expires_at", "max_visits", "redirect", "tags"}
+//	POST   /api/links         {"url", "alias", "domain", "ttl_seconds", "expires_at", "max_visits", "redirect", "tags"}
 //	                          (bounds as in Options; ttl_seconds 1..MaxLifetime/1s)
 //	                          → 201 {"code", "short_url", "owner", "tags", …}; 400 (also for unknown, mis-cased
 //	                          or repeated fields and data after the object), 409 alias taken,
@@ -67,6 +72,11 @@ func (s *Service) RedirectHandler(clientIP func(*http.Request) string) http.Hand
 //	                          (Breakdown: [the 30 days before now], n 1..MaxBreakdown [10]); 400 for a
 //	                          bad or repeated parameter
 //	DELETE /api/links/{code}  → 204
+//
+// A link off the default domain is addressed with ?domain= on the code
+// routes (404 for a domain not configured) and "domain" in a create body
+// (400 for one not configured); links carry "domain" in JSON, and
+// "short_url" is on their domain.
 //
 // authorize says who is asking: ok false answers 401 and does nothing; a
 // link is created with the owner it returns, and only that owner reads or
@@ -157,7 +167,7 @@ func (h *handler) redirect(w http.ResponseWriter, r *http.Request) {
 	ctx, call := h.s.obs.redirect.Start(r.Context())
 	// The route serves HEAD too: a safe request must not spend a visit or
 	// count a click, and answers as GET would.
-	l, err := h.s.resolveWith(ctx, r.PathValue("code"), ResolveOptions{ClientIP: h.clientIP(r), Peek: r.Method != http.MethodGet, Request: r})
+	l, err := h.s.resolveWith(ctx, h.hostKey(r), ResolveOptions{ClientIP: h.clientIP(r), Peek: r.Method != http.MethodGet, Request: r})
 	if err != nil {
 		writeError(w, err)
 	} else {
@@ -187,7 +197,7 @@ func (h *handler) qr(w http.ResponseWriter, r *http.Request) {
 		}
 		size = n
 	}
-	img, err := h.s.QRCode(r.Context(), r.PathValue("code"), format, size, ResolveOptions{ClientIP: h.clientIP(r)})
+	img, err := h.s.QRCode(r.Context(), h.hostKey(r), format, size, ResolveOptions{ClientIP: h.clientIP(r)})
 	if err != nil {
 		writeError(w, err)
 		return
@@ -196,6 +206,36 @@ func (h *handler) qr(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "public, max-age=3600")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Write(img)
+}
+
+// hostKey is the key of the redirect routes' code on the domain of the
+// request's Host; "" (not found) for an unknown Host when Config.Domains
+// is set, or a path that is no code.
+func (h *handler) hostKey(r *http.Request) string {
+	domain, ok := h.s.domains.byHost(r.Host)
+	code := r.PathValue("code")
+	if !ok || !validCode(code) {
+		return ""
+	}
+	return h.s.Key(domain, code)
+}
+
+// apiKey is the key of the API routes' code on the domain of ?domain=
+// [the default]; "" (not found) for a domain not configured, a repeated
+// domain parameter or a path that is no code.
+func (h *handler) apiKey(r *http.Request) string {
+	code, ds := r.PathValue("code"), r.URL.Query()["domain"]
+	if !validCode(code) || len(ds) > 1 {
+		return ""
+	}
+	var domain string
+	if len(ds) == 1 {
+		var err error
+		if domain, err = h.s.domains.option(ds[0]); err != nil {
+			return ""
+		}
+	}
+	return h.s.Key(domain, code)
 }
 
 func (h *handler) writeRedirect(w http.ResponseWriter, l *Link) {
@@ -233,12 +273,13 @@ type createRequest struct {
 	MaxVisits  int64      `json:"max_visits,omitzero"`
 	Redirect   int        `json:"redirect,omitzero"`
 	Tags       []string   `json:"tags,omitzero"`
+	Domain     string     `json:"domain,omitzero"` // Options.Domain
 }
 
 // options checks what Options cannot tell from its zero values — a given
 // but zero TTL or expiry — and converts seconds without overflowing.
 func (req *createRequest) options() (Options, error) {
-	o := Options{Alias: req.Alias, MaxVisits: req.MaxVisits, Redirect: req.Redirect, Tags: req.Tags}
+	o := Options{Alias: req.Alias, Domain: req.Domain, MaxVisits: req.MaxVisits, Redirect: req.Redirect, Tags: req.Tags}
 	if n := req.TTLSeconds; n != nil {
 		if *n < 1 || *n > int64(MaxLifetime/time.Second) {
 			return Options{}, fmt.Errorf("%w: ttl_seconds %d outside 1..%d", ErrInvalidOptions, *n, int64(MaxLifetime/time.Second))
@@ -265,7 +306,7 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, err)
 	} else {
-		writeJSON(w, http.StatusCreated, createResponse{Link: l, ShortURL: h.s.ShortURL(l.Code)})
+		writeJSON(w, http.StatusCreated, createResponse{Link: l, ShortURL: h.s.LinkURL(l)})
 	}
 	call.End(err)
 }
@@ -295,7 +336,7 @@ func (h *handler) stats(w http.ResponseWriter, r *http.Request) {
 	owner, err := h.owner(r)
 	if err == nil {
 		err = h.s.limitMisses(ctx, h.clientIP(r), func() (err error) {
-			st, err = h.s.linkStats(ctx, r.PathValue("code"), h.scoped, owner)
+			st, err = h.s.linkStats(ctx, h.apiKey(r), h.scoped, owner)
 			return err
 		})
 	}
@@ -311,7 +352,7 @@ func (h *handler) delete(w http.ResponseWriter, r *http.Request) {
 	ctx, call := h.s.obs.del.Start(r.Context())
 	owner, err := h.owner(r)
 	if err == nil {
-		err = h.s.limitMisses(ctx, h.clientIP(r), func() error { return h.s.deleteLink(ctx, r.PathValue("code"), h.scoped, owner) })
+		err = h.s.limitMisses(ctx, h.clientIP(r), func() error { return h.s.deleteLink(ctx, h.apiKey(r), h.scoped, owner) })
 	}
 	if err != nil {
 		writeError(w, err)

@@ -70,66 +70,68 @@ func newestFirst(links []*shortlink.Link) []string {
 // exactly once, newest first, and no one else's; a tag filter gives exactly
 // the links with that tag; the links come as stored.
 func TestListPagesEveryLinkOnce(t *testing.T) {
-	ctx := context.Background()
-	clk := newClock()
-	s := newService(t, testenv.NewRedis(t), shortlink.Config{Now: clk.Now, CreateLimit: unlimited})
-	owners := []string{"alice", "bob", "carol"}
-	made := map[string][]*shortlink.Link{}
-	tagged := map[string][]*shortlink.Link{}
-	for i := range 75 {
-		owner := owners[i%3]
-		var tags []string
-		if i%2 == 0 {
-			tags = append(tags, "Even")
-		}
-		if i%5 == 0 {
-			tags = append(tags, " five ")
-		}
-		o := shortlink.Options{Owner: owner, Tags: tags}
-		if i%4 == 0 {
-			o.Alias = fmt.Sprintf("alias-%02d", i)
-		}
-		l, err := s.Shorten(ctx, fmt.Sprintf("https://example.com/%d", i), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		made[owner] = append(made[owner], l)
-		for _, tag := range l.Tags {
-			tagged[owner+"/"+tag] = append(tagged[owner+"/"+tag], l)
-		}
-		if i%3 == 2 && i%9 != 8 { // a third of the steps keep the millisecond
-			clk.Add(time.Millisecond)
-		}
-	}
-	if got := made["alice"][0].Tags; !slices.Equal(got, []string{"even", "five"}) {
-		t.Fatalf("tags stored as %q, want [even five]", got)
-	}
-	for _, owner := range owners {
-		want := newestFirst(made[owner])
-		for _, n := range []int{1, 7, 25, 100} {
-			got := listAll(t, s, owner, "", n)
-			if !slices.Equal(codesOf(got), want) {
-				t.Fatalf("%s's links %d a page:\n got %v\nwant %v", owner, n, codesOf(got), want)
+	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		ctx := context.Background()
+		clk := newClock()
+		s := newService(t, r, shortlink.Config{Now: clk.Now, CreateLimit: unlimited})
+		owners := []string{"alice", "bob", "carol"}
+		made := map[string][]*shortlink.Link{}
+		tagged := map[string][]*shortlink.Link{}
+		for i := range 75 {
+			owner := owners[i%3]
+			var tags []string
+			if i%2 == 0 {
+				tags = append(tags, "Even")
+			}
+			if i%5 == 0 {
+				tags = append(tags, " five ")
+			}
+			o := shortlink.Options{Owner: owner, Tags: tags}
+			if i%4 == 0 {
+				o.Alias = fmt.Sprintf("alias-%02d", i)
+			}
+			l, err := s.Shorten(ctx, fmt.Sprintf("https://example.com/%d", i), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			made[owner] = append(made[owner], l)
+			for _, tag := range l.Tags {
+				tagged[owner+"/"+tag] = append(tagged[owner+"/"+tag], l)
+			}
+			if i%3 == 2 && i%9 != 8 { // a third of the steps keep the millisecond
+				clk.Add(time.Millisecond)
 			}
 		}
-		for _, l := range listAll(t, s, owner, "", 10) {
-			if l.Owner != owner || !strings.HasPrefix(l.URL, "https://example.com/") || l.Version != 1 {
-				t.Fatalf("listed %+v for %s", l, owner)
+		if got := made["alice"][0].Tags; !slices.Equal(got, []string{"even", "five"}) {
+			t.Fatalf("tags stored as %q, want [even five]", got)
+		}
+		for _, owner := range owners {
+			want := newestFirst(made[owner])
+			for _, n := range []int{1, 7, 25, 100} {
+				got := listAll(t, s, owner, "", n)
+				if !slices.Equal(codesOf(got), want) {
+					t.Fatalf("%s's links %d a page:\n got %v\nwant %v", owner, n, codesOf(got), want)
+				}
+			}
+			for _, l := range listAll(t, s, owner, "", 10) {
+				if l.Owner != owner || !strings.HasPrefix(l.URL, "https://example.com/") || l.Version != 1 {
+					t.Fatalf("listed %+v for %s", l, owner)
+				}
+			}
+			for _, tag := range []string{"even", "five", "FIVE "} {
+				want := newestFirst(tagged[owner+"/"+strings.ToLower(strings.TrimSpace(tag))])
+				if got := listAll(t, s, owner, tag, 4); !slices.Equal(codesOf(got), want) || len(want) == 0 {
+					t.Fatalf("%s's links tagged %q:\n got %v\nwant %v", owner, tag, codesOf(got), want)
+				}
+			}
+			if got := listAll(t, s, owner, "none", 4); len(got) != 0 {
+				t.Fatalf("links tagged none: %v", codesOf(got))
 			}
 		}
-		for _, tag := range []string{"even", "five", "FIVE "} {
-			want := newestFirst(tagged[owner+"/"+strings.ToLower(strings.TrimSpace(tag))])
-			if got := listAll(t, s, owner, tag, 4); !slices.Equal(codesOf(got), want) || len(want) == 0 {
-				t.Fatalf("%s's links tagged %q:\n got %v\nwant %v", owner, tag, codesOf(got), want)
-			}
+		if got := listAll(t, s, "dave", "", 5); len(got) != 0 {
+			t.Fatalf("dave has no links, listed %v", codesOf(got))
 		}
-		if got := listAll(t, s, owner, "none", 4); len(got) != 0 {
-			t.Fatalf("links tagged none: %v", codesOf(got))
-		}
-	}
-	if got := listAll(t, s, "dave", "", 5); len(got) != 0 {
-		t.Fatalf("dave has no links, listed %v", codesOf(got))
-	}
+	})
 }
 
 var unlimited = redis_rate.PerSecond(1_000_000)
@@ -283,75 +285,77 @@ func indexRows(t *testing.T, db *sqlx.DB, table, owner string) int {
 // left behind are invisible, and deleted by a listing once indexGrace (a
 // minute) has passed since they were written.
 func TestListReflectsDeleteAndUpdate(t *testing.T) {
-	ctx := context.Background()
-	clk := newClock()
-	db := testenv.NewSQL(t)
-	s := newServiceOn(t, testenv.NewRedis(t), db, shortlink.Config{Now: clk.Now, TablesPerDB: 8, CreateLimit: unlimited})
-	var made []*shortlink.Link
-	for i := range 6 {
-		l, err := s.Shorten(ctx, fmt.Sprintf("https://example.com/%d", i), shortlink.Options{Owner: "alice", Tags: []string{"old"}})
-		if err != nil {
+	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		ctx := context.Background()
+		clk := newClock()
+		db := testenv.NewSQL(t)
+		s := newServiceOn(t, r, db, shortlink.Config{Now: clk.Now, TablesPerDB: 8, CreateLimit: unlimited})
+		var made []*shortlink.Link
+		for i := range 6 {
+			l, err := s.Shorten(ctx, fmt.Sprintf("https://example.com/%d", i), shortlink.Options{Owner: "alice", Tags: []string{"old"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			made = append(made, l)
+			clk.Add(time.Millisecond)
+		}
+		table := ownerIndex(t, db, 8, "alice")
+		if n := indexRows(t, db, table, "alice"); n != 12 {
+			t.Fatalf("%d index rows for 6 links with a tag each, want 12", n)
+		}
+		if err := s.Delete(ctx, made[2].Code); err != nil {
 			t.Fatal(err)
 		}
-		made = append(made, l)
-		clk.Add(time.Millisecond)
-	}
-	table := ownerIndex(t, db, 8, "alice")
-	if n := indexRows(t, db, table, "alice"); n != 12 {
-		t.Fatalf("%d index rows for 6 links with a tag each, want 12", n)
-	}
-	if err := s.Delete(ctx, made[2].Code); err != nil {
-		t.Fatal(err)
-	}
-	want := newestFirst(slices.Delete(slices.Clone(made), 2, 3))
-	for _, tag := range []string{"", "old"} {
-		if got := listAll(t, s, "alice", tag, 2); !slices.Equal(codesOf(got), want) {
-			t.Fatalf("after the delete, tag %q: %v, want %v", tag, codesOf(got), want)
+		want := newestFirst(slices.Delete(slices.Clone(made), 2, 3))
+		for _, tag := range []string{"", "old"} {
+			if got := listAll(t, s, "alice", tag, 2); !slices.Equal(codesOf(got), want) {
+				t.Fatalf("after the delete, tag %q: %v, want %v", tag, codesOf(got), want)
+			}
 		}
-	}
-	l, err := s.Update(ctx, made[4].Code, shortlink.Update{Tags: []string{"New", "old"}, Actor: "alice"})
-	if err != nil || !slices.Equal(l.Tags, []string{"new", "old"}) || l.Version != 2 {
-		t.Fatalf("adding a tag: %+v, %v", l, err)
-	}
-	if got := listAll(t, s, "alice", "new", 2); !slices.Equal(codesOf(got), []string{made[4].Code}) || !slices.Equal(got[0].Tags, []string{"new", "old"}) {
-		t.Fatalf("tag new lists %v", codesOf(got))
-	}
-	if _, err := s.Update(ctx, made[4].Code, shortlink.Update{Tags: []string{}, Actor: "alice"}); err != nil {
-		t.Fatal(err)
-	}
-	if got := listAll(t, s, "alice", "new", 2); len(got) != 0 {
-		t.Fatalf("tag new lists %v after the tags were removed", codesOf(got))
-	}
-	if got := listAll(t, s, "alice", "old", 2); slices.Contains(codesOf(got), made[4].Code) {
-		t.Fatalf("tag old still lists %s", made[4].Code)
-	}
-	if got := listAll(t, s, "alice", "", 2); !slices.Equal(codesOf(got), want) {
-		t.Fatalf("every link, after the tag edits: %v, want %v", codesOf(got), want)
-	}
-	revs, err := s.History(ctx, made[4].Code, shortlink.HistoryOptions{})
-	if err != nil || len(revs) != 2 || !slices.Equal(revs[0].Before.Tags, []string{"new", "old"}) || revs[0].After.Tags != nil ||
-		!slices.Equal(revs[0].Changed, []string{"tags"}) || !slices.Equal(revs[1].Before.Tags, []string{"old"}) {
-		t.Fatalf("history: %+v, %v", revs, err)
-	}
-	// Rows written less than a minute ago stay (a change may be on its way);
-	// older ones that no link wants go with the next listing that meets them.
-	if n := indexRows(t, db, table, "alice"); n != 12+1 {
-		t.Fatalf("%d index rows before the grace passed, want 13", n)
-	}
-	clk.Add(time.Minute + time.Millisecond)
-	listAll(t, s, "alice", "", 2)
-	listAll(t, s, "alice", "old", 2)
-	listAll(t, s, "alice", "new", 2)
-	if n := indexRows(t, db, table, "alice"); n != 5+4 {
-		t.Fatalf("%d index rows after the clean-up, want 9 (5 links, 4 tagged old)", n)
-	}
-	// A later edit's tag removal deletes the row itself once it is old.
-	if _, err := s.Update(ctx, made[0].Code, shortlink.Update{Tags: []string{}, Actor: "alice"}); err != nil {
-		t.Fatal(err)
-	}
-	if n := indexRows(t, db, table, "alice"); n != 8 {
-		t.Fatalf("%d index rows after removing an old tag, want 8", n)
-	}
+		l, err := s.Update(ctx, made[4].Code, shortlink.Update{Tags: []string{"New", "old"}, Actor: "alice"})
+		if err != nil || !slices.Equal(l.Tags, []string{"new", "old"}) || l.Version != 2 {
+			t.Fatalf("adding a tag: %+v, %v", l, err)
+		}
+		if got := listAll(t, s, "alice", "new", 2); !slices.Equal(codesOf(got), []string{made[4].Code}) || !slices.Equal(got[0].Tags, []string{"new", "old"}) {
+			t.Fatalf("tag new lists %v", codesOf(got))
+		}
+		if _, err := s.Update(ctx, made[4].Code, shortlink.Update{Tags: []string{}, Actor: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := listAll(t, s, "alice", "new", 2); len(got) != 0 {
+			t.Fatalf("tag new lists %v after the tags were removed", codesOf(got))
+		}
+		if got := listAll(t, s, "alice", "old", 2); slices.Contains(codesOf(got), made[4].Code) {
+			t.Fatalf("tag old still lists %s", made[4].Code)
+		}
+		if got := listAll(t, s, "alice", "", 2); !slices.Equal(codesOf(got), want) {
+			t.Fatalf("every link, after the tag edits: %v, want %v", codesOf(got), want)
+		}
+		revs, err := s.History(ctx, made[4].Code, shortlink.HistoryOptions{})
+		if err != nil || len(revs) != 2 || !slices.Equal(revs[0].Before.Tags, []string{"new", "old"}) || revs[0].After.Tags != nil ||
+			!slices.Equal(revs[0].Changed, []string{"tags"}) || !slices.Equal(revs[1].Before.Tags, []string{"old"}) {
+			t.Fatalf("history: %+v, %v", revs, err)
+		}
+		// Rows written less than a minute ago stay (a change may be on its way);
+		// older ones that no link wants go with the next listing that meets them.
+		if n := indexRows(t, db, table, "alice"); n != 12+1 {
+			t.Fatalf("%d index rows before the grace passed, want 13", n)
+		}
+		clk.Add(time.Minute + time.Millisecond)
+		listAll(t, s, "alice", "", 2)
+		listAll(t, s, "alice", "old", 2)
+		listAll(t, s, "alice", "new", 2)
+		if n := indexRows(t, db, table, "alice"); n != 5+4 {
+			t.Fatalf("%d index rows after the clean-up, want 9 (5 links, 4 tagged old)", n)
+		}
+		// A later edit's tag removal deletes the row itself once it is old.
+		if _, err := s.Update(ctx, made[0].Code, shortlink.Update{Tags: []string{}, Actor: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		if n := indexRows(t, db, table, "alice"); n != 8 {
+			t.Fatalf("%d index rows after removing an old tag, want 8", n)
+		}
+	})
 }
 
 // An index row whose link does not exist, belongs to someone else, or was

@@ -31,7 +31,7 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	} else {
 		res := listResponse{Links: make([]createResponse, len(page)), NextCursor: next}
 		for i, l := range page {
-			res.Links[i] = createResponse{Link: l, ShortURL: h.s.ShortURL(l.Code)}
+			res.Links[i] = createResponse{Link: l, ShortURL: h.s.LinkURL(l)}
 		}
 		writeJSON(w, http.StatusOK, res)
 	}
@@ -105,7 +105,7 @@ func (h *handler) bulk(w http.ResponseWriter, r *http.Request) {
 			out[i].Status, out[i].Error = errorStatus(res.Err)
 			continue
 		}
-		out[i] = bulkResult{Status: http.StatusCreated, Link: &createResponse{Link: res.Link, ShortURL: h.s.ShortURL(res.Link.Code)}}
+		out[i] = bulkResult{Status: http.StatusCreated, Link: &createResponse{Link: res.Link, ShortURL: h.s.LinkURL(res.Link)}}
 	}
 	writeJSON(w, http.StatusOK, map[string][]bulkResult{"results": out})
 	call.End(nil)

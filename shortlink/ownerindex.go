@@ -109,7 +109,7 @@ func (s *Service) fillOwnerIndex(ctx context.Context, sh shard.Shard) error {
 			return fmt.Errorf("shortlink: fill the owner index from %s: %w", sh.Table, err)
 		}
 		for _, r := range rows {
-			l := r.link()
+			l := s.linkOf(r)
 			if err := s.indexLink(ctx, l, indexTags(l)); err != nil {
 				return err
 			}
@@ -150,7 +150,7 @@ func (s *Service) indexLink(ctx context.Context, l *Link, tags []string) error {
 			q.WriteString(", ")
 		}
 		q.WriteString("(?, ?, ?, ?, ?)")
-		args = append(args, l.Owner, tag, l.CreatedAt.UnixMilli(), l.Code, now)
+		args = append(args, l.Owner, tag, l.CreatedAt.UnixMilli(), s.keyOf(l), now)
 	}
 	if sqlutil.IsMySQL(sh.DB) {
 		q.WriteString(" ON DUPLICATE KEY UPDATE written_at = VALUES(written_at)")
@@ -176,7 +176,7 @@ func (s *Service) unindexLink(ctx context.Context, l *Link, tags []string) {
 	for _, t := range tags {
 		args = append(args, t)
 	}
-	args = append(args, l.CreatedAt.UnixMilli(), l.Code, s.cfg.Now().Add(-indexGrace).UnixMilli())
+	args = append(args, l.CreatedAt.UnixMilli(), s.keyOf(l), s.cfg.Now().Add(-indexGrace).UnixMilli())
 	if _, err := sh.DB.ExecContext(ctx, q, args...); err != nil {
 		s.cfg.OnError(fmt.Errorf("shortlink: clean the owner index %s: %w", sh.Table, err))
 	}
@@ -363,7 +363,7 @@ func (s *Service) loadMany(ctx context.Context, rows []indexRow) (map[string]*Li
 			mu.Lock()
 			defer mu.Unlock()
 			for _, r := range got {
-				links[r.Code] = r.link()
+				links[r.Code] = s.linkOf(r)
 			}
 			return nil
 		})

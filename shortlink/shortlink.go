@@ -79,6 +79,15 @@ type Config struct {
 	// OwnHosts are further host names of this service (refused as targets,
 	// so links cannot loop).
 	OwnHosts []string
+	// Domains are further short domains of this deployment, beside the
+	// host of BaseURL (the default domain): DNS names without port, any
+	// case (stored lower-cased), no two alike; the BaseURL's host may be
+	// listed. A link belongs to one domain (Options.Domain), the same code
+	// may be taken on each, and RedirectHandler resolves by the request's
+	// Host — with Domains set, a Host that is none of them is 404. They
+	// are refused as targets, as OwnHosts are. See "Domains" in the
+	// package documentation.
+	Domains []string
 	// Blocklist are domains refused as targets, with their subdomains.
 	Blocklist []string
 	// Reserved aliases, added to DefaultReserved.
@@ -220,6 +229,7 @@ type Service struct {
 	obs       *instruments
 	log       *slog.Logger
 
+	domains  domains
 	ownHosts hostSet
 	blocked  hostSet
 	reserved map[string]bool
@@ -256,7 +266,11 @@ func NewService(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service
 	if err != nil || base.Host == "" || (base.Scheme != "http" && base.Scheme != "https") {
 		return nil, fmt.Errorf("%w: BaseURL %q must be an absolute http(s) URL", ErrConfig, cfg.BaseURL)
 	}
-	own, err := newHostSet(append([]string{base.Hostname()}, cfg.OwnHosts...), false)
+	doms, err := newDomains(base.Hostname(), cfg.Domains)
+	if err != nil {
+		return nil, err
+	}
+	own, err := newHostSet(append(append([]string{base.Hostname()}, cfg.OwnHosts...), cfg.Domains...), false)
 	if err != nil {
 		return nil, fmt.Errorf("%w: own host %w", ErrConfig, err)
 	}
@@ -293,7 +307,7 @@ func NewService(rdb redis.UniversalClient, dbs []*sqlx.DB, cfg Config) (*Service
 	s := &Service{
 		cfg: cfg, base: base, rdb: rdb, router: router, owners: owners, segments: segments,
 		space: keys.NewSpace(keys.Join(cfg.Namespace, "shortlink")), limiter: redis_rate.NewLimiter(rdb), local: local,
-		ownHosts: own, blocked: blocked,
+		domains: doms, ownHosts: own, blocked: blocked,
 		reserved: set(append(append([]string(nil), DefaultReserved...), cfg.Reserved...)),
 	}
 	s.obs = newInstruments(&s.stats, cfg.MeterProvider, cfg.TracerProvider)
@@ -498,14 +512,17 @@ func (s *Service) Shutdown(ctx context.Context) error {
 // io.Closer.
 func (s *Service) Close() error { return s.Shutdown(context.Background()) }
 
-// ShortURL returns the public short URL of code.
+// ShortURL returns the public short URL of code on the default domain, or
+// of a Key on its domain (LinkURL gives a Link's).
 func (s *Service) ShortURL(code string) string {
-	return strings.TrimSuffix(s.base.String(), "/") + "/" + code
+	c, domain := s.split(code)
+	return s.urlOf(domain, c)
 }
 
 // Link is a stored short link.
 type Link struct {
-	Code      string    `json:"code"`
+	Code      string    `json:"code"`             // as visitors write it, without the domain
+	Domain    string    `json:"domain,omitempty"` // Options.Domain, lower case; "" for the default domain
 	URL       string    `json:"url"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`  // zero: never
@@ -526,8 +543,13 @@ const (
 
 // Options are Shorten's optional settings.
 type Options struct {
-	// Alias is a custom code (3..64 of A-Z a-z 0-9 - _, not reserved).
+	// Alias is a custom code (3..64 of A-Z a-z 0-9 - _, not reserved;
+	// at most 55 on a domain other than the default, whose key must fit
+	// the code column).
 	Alias string
+	// Domain is the short domain the link belongs to: "" (or the host of
+	// BaseURL) for the default, else one of Config.Domains, any case.
+	Domain string
 	// ExpiresAt or TTL (not both) make the link expire. The expiry, to the
 	// millisecond, must be in the future and at most MaxLifetime away.
 	ExpiresAt time.Time
@@ -591,10 +613,17 @@ func (s *Service) shorten(ctx context.Context, longURL string, o Options) (*Link
 	if len(tags) == 0 {
 		tags = nil
 	}
-	l := &Link{URL: target, CreatedAt: now.Truncate(time.Millisecond), ExpiresAt: expires, MaxVisits: o.MaxVisits, Redirect: o.Redirect, Owner: o.Owner, Version: 1, Tags: tags}
+	domain, err := s.domains.option(o.Domain)
+	if err != nil {
+		return nil, err
+	}
+	l := &Link{Domain: domain, URL: target, CreatedAt: now.Truncate(time.Millisecond), ExpiresAt: expires, MaxVisits: o.MaxVisits, Redirect: o.Redirect, Owner: o.Owner, Version: 1, Tags: tags}
 	if o.Alias != "" {
 		if err := s.validateAlias(o.Alias); err != nil {
 			return nil, err
+		}
+		if domain != "" && len(o.Alias) > maxDomainAlias {
+			return nil, fmt.Errorf("%w: alias of %d characters on domain %s (at most %d off the default domain)", ErrInvalidOptions, len(o.Alias), domain, maxDomainAlias)
 		}
 	}
 	if o.ClientIP != "" {
@@ -613,7 +642,7 @@ func (s *Service) shorten(ctx context.Context, longURL string, o Options) (*Link
 			}
 			return nil, err
 		}
-		return l, s.forget(ctx, l.Code)
+		return l, s.forget(ctx, s.keyOf(l))
 	}
 	// A generated code can only collide with a custom alias that happens
 	// to look like one; take the next code then.
@@ -626,7 +655,7 @@ func (s *Service) shorten(ctx context.Context, longURL string, o Options) (*Link
 		}
 		err = s.insert(ctx, l)
 		if err == nil {
-			return l, s.forget(ctx, l.Code)
+			return l, s.forget(ctx, s.keyOf(l))
 		}
 		if !errors.Is(err, errDuplicate) {
 			return nil, err
@@ -764,7 +793,7 @@ func (s *Service) resolveWith(ctx context.Context, code string, o ResolveOptions
 
 // find looks code up; a string that cannot be a code is not looked up.
 func (s *Service) find(ctx context.Context, code string) (*Link, error) {
-	if !validCode(code) {
+	if !s.validKey(code) {
 		return nil, ErrNotFound
 	}
 	return s.lookup(ctx, code)
@@ -778,14 +807,14 @@ func (s *Service) Delete(ctx context.Context, code string) error {
 }
 
 func (s *Service) deleteLink(ctx context.Context, code string, owned bool, owner string) error {
-	if !validCode(code) {
+	if !s.validKey(code) {
 		return ErrNotFound
 	}
 	r, err := s.remove(ctx, code, owned, owner)
 	if err != nil {
 		return err
 	}
-	l := r.link()
+	l := s.linkOf(r)
 	s.unindexLink(ctx, l, indexTags(l))
 	s.clicks.drop(code)
 	if s.analytics != nil {
@@ -797,7 +826,8 @@ func (s *Service) deleteLink(ctx context.Context, code string, owned bool, owner
 // Stats are a link's counters.
 type Stats struct {
 	Code   string `json:"code"`
-	Clicks int64  `json:"clicks"` // flushed to SQL plus counted here, not yet flushed
+	Domain string `json:"domain,omitempty"` // "" for the default domain
+	Clicks int64  `json:"clicks"`           // flushed to SQL plus counted here, not yet flushed
 }
 
 // Stats returns the click count of code.
@@ -808,12 +838,13 @@ func (s *Service) Stats(ctx context.Context, code string) (Stats, error) {
 }
 
 func (s *Service) linkStats(ctx context.Context, code string, owned bool, owner string) (Stats, error) {
-	if !validCode(code) {
+	if !s.validKey(code) {
 		return Stats{}, ErrNotFound
 	}
 	n, err := s.storedClicks(ctx, code, owned, owner)
 	if err != nil {
 		return Stats{}, err
 	}
-	return Stats{Code: code, Clicks: n + s.clicks.pending(code)}, nil
+	c, domain := s.split(code)
+	return Stats{Code: c, Domain: domain, Clicks: n + s.clicks.pending(code)}, nil
 }

@@ -132,10 +132,11 @@ func unixMilli(t time.Time) int64 {
 // code's table is fixed by the code, so the primary key makes codes unique
 // across all tables, concurrent inserts included.
 func (s *Service) insert(ctx context.Context, l *Link) error {
-	sh := s.router.ByKey(l.Code)
+	key := s.keyOf(l)
+	sh := s.router.ByKey(key)
 	_, err := sh.DB.ExecContext(ctx, "INSERT INTO "+sh.Table+
 		" (code, long_url, created_at, expires_at, max_visits, redirect, owner, version, tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		l.Code, l.URL, unixMilli(l.CreatedAt), unixMilli(l.ExpiresAt), l.MaxVisits, l.Redirect, l.Owner, l.Version, joinTags(l.Tags))
+		key, l.URL, unixMilli(l.CreatedAt), unixMilli(l.ExpiresAt), l.MaxVisits, l.Redirect, l.Owner, l.Version, joinTags(l.Tags))
 	if sqlutil.IsDuplicate(err) {
 		return errDuplicate
 	}
@@ -195,11 +196,12 @@ var errRaced = errors.New("shortlink: edit raced")
 // the version before rev (else errRaced), and rev to the history, in one
 // transaction.
 func (s *Service) commitEdit(ctx context.Context, rev Revision) error {
-	sh := s.router.ByKey(rev.Code)
+	key := s.Key(rev.Domain, rev.Code)
+	sh := s.router.ByKey(key)
 	a, b := rev.After, rev.Before
 	return sqlutil.InTx(ctx, sh.DB, func(tx *sqlx.Tx) error {
 		res, err := tx.ExecContext(ctx, "UPDATE "+sh.Table+" SET long_url = ?, expires_at = ?, max_visits = ?, redirect = ?, tags = ?, version = ? WHERE code = ? AND version = ?",
-			a.URL, unixMilli(a.ExpiresAt), a.MaxVisits, a.Redirect, joinTags(a.Tags), rev.Version, rev.Code, rev.Version-1)
+			a.URL, unixMilli(a.ExpiresAt), a.MaxVisits, a.Redirect, joinTags(a.Tags), rev.Version, key, rev.Version-1)
 		if err != nil {
 			return fmt.Errorf("shortlink: update %s: %w", sh.Table, err)
 		}
@@ -209,7 +211,7 @@ func (s *Service) commitEdit(ctx context.Context, rev Revision) error {
 		_, err = tx.ExecContext(ctx, "INSERT INTO "+sh.Table+historySuffix+
 			" (code, version, actor, edited_at, old_url, new_url, old_expires_at, new_expires_at, old_max_visits, new_max_visits, old_redirect, new_redirect, old_tags, new_tags)"+
 			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-			rev.Code, rev.Version, rev.Actor, unixMilli(rev.At), b.URL, a.URL, unixMilli(b.ExpiresAt), unixMilli(a.ExpiresAt), b.MaxVisits, a.MaxVisits, b.Redirect, a.Redirect, joinTags(b.Tags), joinTags(a.Tags))
+			key, rev.Version, rev.Actor, unixMilli(rev.At), b.URL, a.URL, unixMilli(b.ExpiresAt), unixMilli(a.ExpiresAt), b.MaxVisits, a.MaxVisits, b.Redirect, a.Redirect, joinTags(b.Tags), joinTags(a.Tags))
 		if err != nil {
 			return fmt.Errorf("shortlink: insert into %s%s: %w", sh.Table, historySuffix, err)
 		}
@@ -251,8 +253,9 @@ func (s *Service) revisions(ctx context.Context, code string, before int64, limi
 		return nil, fmt.Errorf("shortlink: read %s%s: %w", sh.Table, historySuffix, err)
 	}
 	revs := make([]Revision, len(rows))
+	c, domain := s.split(code)
 	for i, r := range rows {
-		rev := Revision{Code: code, Version: r.Version, Actor: r.Actor, At: time.UnixMilli(r.At),
+		rev := Revision{Code: c, Domain: domain, Version: r.Version, Actor: r.Actor, At: time.UnixMilli(r.At),
 			Before: Settings{URL: r.OldURL, ExpiresAt: fromMilli(r.OldExpiresAt), MaxVisits: r.OldMaxVisits, Redirect: r.OldRedirect, Tags: splitTags(r.OldTags)},
 			After:  Settings{URL: r.NewURL, ExpiresAt: fromMilli(r.NewExpiresAt), MaxVisits: r.NewMaxVisits, Redirect: r.NewRedirect, Tags: splitTags(r.NewTags)}}
 		rev.Changed = rev.Before.changed(rev.After)

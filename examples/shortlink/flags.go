@@ -48,6 +48,7 @@ func configFlags(fs *flag.FlagSet) *shortlink.Config {
 	fs.IntVar(&cfg.AnalyticsValues, "analytics-values", 0, "distinct values of one dimension kept per link and hour between flushes; the rest count as (other) [100]")
 	fs.DurationVar(&cfg.UniquesTTL, "uniques-ttl", 0, "how long a day's unique-visitor HyperLogLog is kept in Redis after the day [9600h = 400 days]")
 	fs.Func("own-hosts", "further host names of this service, comma-separated (refused as targets)", listFlag(&cfg.OwnHosts))
+	fs.Func("domains", "further short domains this deployment serves, comma-separated (the -base host is the default; redirects resolve by Host)", listFlag(&cfg.Domains))
 	fs.Func("blocklist", "domains refused as targets, comma-separated", listFlag(&cfg.Blocklist))
 	fs.Func("reserved", "aliases nobody may take, comma-separated (added to the defaults)", listFlag(&cfg.Reserved))
 	return cfg

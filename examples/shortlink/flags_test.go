@@ -26,7 +26,7 @@ func TestEveryConfigFieldIsAFlag(t *testing.T) {
 		"-redirect", "301", "-permanent-max-age", "1h", "-temporary-max-age", "5s", "-local-ttl", "2s", "-redis-ttl", "1h",
 		"-negative-ttl", "3s", "-local-entries", "500", "-create-limit", "5/s", "-miss-limit", "30/m", "-shared-miss-check",
 		"-local-miss-clients", "1000", "-flush-every", "2s", "-no-analytics", "-analytics-values", "20", "-uniques-ttl", "240h", "-own-hosts", "a.example, b.example", "-blocklist", "bad.example",
-		"-reserved", "admin,api"}
+		"-reserved", "admin,api", "-domains", "x.example,y.example"}
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,8 @@ func TestEveryConfigFieldIsAFlag(t *testing.T) {
 		NegativeTTL: 3 * time.Second, LocalEntries: 500, CreateLimit: redis_rate.PerSecond(5), MissLimit: redis_rate.PerMinute(30),
 		SharedMissCheck: true, LocalMissClients: 1000, FlushEvery: 2 * time.Second,
 		NoAnalytics: true, AnalyticsValues: 20, UniquesTTL: 240 * time.Hour,
-		OwnHosts: []string{"a.example", "b.example"}, Blocklist: []string{"bad.example"}, Reserved: []string{"admin", "api"}}
+		OwnHosts: []string{"a.example", "b.example"}, Blocklist: []string{"bad.example"}, Reserved: []string{"admin", "api"},
+		Domains: []string{"x.example", "y.example"}}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("parsed %+v\nwant   %+v", *cfg, want)
 	}
