@@ -53,3 +53,32 @@ func RecordOf(sl *Sale, id string) (key, field string, err error) {
 	}
 	return sl.key(r.bucket, "res"), strconv.FormatInt(r.batch, 10), nil
 }
+
+// Reservation reads reservation id as ReleaseDue reads it ("" once closed).
+func (sl *Sale) Reservation(ctx context.Context, id string) (string, error) {
+	r, err := splitID(id)
+	if err != nil {
+		return "", err
+	}
+	open, err := sl.batchReservations(ctx, r.bucket, r.batch)
+	return open[id], err
+}
+
+// Close closes reservation id as ReleaseDue does, restocking it if asked.
+func (sl *Sale) Close(ctx context.Context, id string, restock bool) (bool, error) {
+	r, err := splitID(id)
+	if err != nil {
+		return false, err
+	}
+	return sl.close(ctx, r.bucket, id, restock)
+}
+
+// SettleRead settles reservation id as a release pass that read it as res,
+// and reports whether this call restocked it.
+func (sl *Sale) SettleRead(ctx context.Context, id, res string) (bool, error) {
+	r, err := splitID(id)
+	if err != nil {
+		return false, err
+	}
+	return sl.settle(ctx, r.bucket, id, res, nil)
+}

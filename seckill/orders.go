@@ -385,6 +385,19 @@ func (sl *Sale) settle(ctx context.Context, b int, id, r string, o *order.Order)
 			// Its message is still on its way: create the order now, due
 			// when the reservation was, for the order timeout to close.
 			payBy, err := sl.s.rdb.ZScore(ctx, sl.key(b, "due"), strconv.FormatInt(rid.batch, 10)).Result()
+			if errors.Is(err, redis.Nil) {
+				// The batch's deadline goes with its last open slot: a
+				// concurrent pass (or the order's event) closed r after it
+				// was read here, and settled its order as it did.
+				open, err := sl.batchReservations(ctx, b, rid.batch)
+				if err != nil {
+					return false, err
+				}
+				if open[id] == "" {
+					return false, nil
+				}
+				return false, fmt.Errorf("seckill: reservation %s is open without a deadline", id)
+			}
 			if err != nil {
 				return false, fmt.Errorf("seckill: deadline of %s: %w", id, err)
 			}
