@@ -192,15 +192,31 @@
 // A first read stays 67–155 times a steady one (page=first, the same
 // hour: 2,017 µs of Redis CPU, of which read.lua's evalsha 981 µs, the
 // followees' outboxes read with their scores, ZREVRANGE, 718 µs, and the
-// inbox written, ZADD, 468 µs). A first read within 3 times a steady page
-// (about 40–90 µs here) is out of reach for this reader by any design that
-// shows it its followees' posts: with no inbox, the page must read each of
-// its 50 pushed followees' outboxes at least down to the page's oldest
-// post, some 1,000 entries with scores for a 20-post page if they post
-// alike — by the ZREVRANGE figure, about 360 µs — and a reader's first
-// read costs in proportion to its followees, where a steady page does not.
-// Serving the first page from the outbox heads and filling the inbox
-// later would cut the first read to roughly that, a change not made.
+// inbox written, ZADD, 468 µs).
+//
+// A first read within 3 times a steady page is out of reach for this
+// reader by any design that shows it its followees' posts and keeps no
+// inbox for readers who are away: with no inbox, the page must read each
+// of its 50 pushed followees' outboxes at least once, while the
+// celebrities' heads and the posts themselves cost what they cost on a
+// steady page. The least such a read can cost Redis, measured on a private
+// server by feed/testdata/first-page-bound.sh (50 outboxes of 40 posts,
+// redis-benchmark -c 16 -P 50, INFO cpu around the run; three rounds,
+// 2026-12-04, in the same hour as page=steady/clients=16 at 6.2, 19.8 and
+// 17.2 µs a page and page=first at 2,463–2,941 µs): 7.3–7.9 µs a ZREVRANGE
+// of a 20-post head with scores, 1.8–2.4 without, and 1.04–1.17 for the
+// head entry alone. So even a design that read only each followee's newest
+// post, once, and wrote nothing would add 52–59 µs to a steady page's work
+// less its inbox reads (the page's ids, marker and lifetime, a few µs):
+// about 3.5–9 times a steady page. One head apiece is not yet an exact
+// page; reading each outbox's 20-post head with scores, the one-round way
+// to be sure of the page, is 50 × 7.3 = 365 µs. A first read costs in
+// proportion to the reader's followees, where a steady page does not; the
+// only way to make it cheap is to push into the inboxes of readers who are
+// away too, at 32 bytes of Redis memory per pushed entry per reader — the
+// trade the hybrid design declines on purpose. Serving the first page from
+// the outbox heads and filling the inbox later would bring it down to
+// roughly the figures above, a change not made.
 //
 // AuthorPosts is an author's profile page, newest first, with Timeline's
 // cursors (bound to the author's page) and deletes hidden: read from the

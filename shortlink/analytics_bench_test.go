@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/casebook-dev/casebook/devstack"
+	"github.com/casebook-dev/casebook/internal/redisinfo"
 	"github.com/casebook-dev/casebook/internal/testenv"
 	"github.com/casebook-dev/casebook/shortlink"
 )
@@ -33,14 +35,18 @@ func clickRequests(n int) []*http.Request {
 // over 10 or 1,000 links, on the test's SQL and Redis; recording them is
 // set-up. Reports the batch's transactions (one per link table touched),
 // rollup rows upserted and HyperLogLog keys (a PFADD and an EXPIREAT each,
-// in one pipeline).
+// in one pipeline) and, on a real Redis, the server's CPU time per flush
+// (INFO cpu's main thread around the flushes; give the benchmark a private
+// server, as other clients' commands count too).
 func BenchmarkAnalyticsFlush(b *testing.B) {
 	for _, links := range []int{10, 1000} {
 		b.Run(fmt.Sprintf("links=%d", links), func(b *testing.B) {
 			ctx := context.Background()
-			s := newService(b, testenv.NewRedis(b), shortlink.Config{FlushEvery: time.Hour})
+			r := testenv.NewRedis(b)
+			s := newService(b, r, shortlink.Config{FlushEvery: time.Hour})
 			reqs := clickRequests(1000)
 			var parts, rows, keys int
+			var redisCPU time.Duration
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
@@ -48,17 +54,42 @@ func BenchmarkAnalyticsFlush(b *testing.B) {
 				for j, r := range reqs {
 					s.RecordClick(fmt.Sprintf("c%d-%d", i%4, j%links), "https://example.com/?utm_source=x", r, r.Header.Get("X-Test-IP"))
 				}
+				before := serverCPU(b, r)
 				b.StartTimer()
 				if err := s.FlushAnalytics(ctx); err != nil {
 					b.Fatal(err)
 				}
+				b.StopTimer()
+				redisCPU += serverCPU(b, r) - before
+				b.StartTimer()
 				parts, rows, keys = s.AnalyticsLastCut()
+			}
+			if r.Kind != devstack.Miniredis {
+				b.ReportMetric(float64(redisCPU.Microseconds())/float64(b.N), "redis-µs/flush")
 			}
 			b.ReportMetric(float64(parts), "tx/flush")
 			b.ReportMetric(float64(rows), "rows/flush")
 			b.ReportMetric(float64(keys), "hll-keys/flush")
 		})
 	}
+}
+
+// serverCPU is the CPU time r's server has used on its main thread, or 0
+// for miniredis, which does not say.
+func serverCPU(b *testing.B, r *testenv.Redis) time.Duration {
+	b.Helper()
+	if r.Kind == devstack.Miniredis {
+		return 0
+	}
+	info, err := r.Client.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpu, err := redisinfo.MainThreadCPU(info)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cpu
 }
 
 // BenchmarkAnalyticsMemory: the live rollup's heap for 10,000 links, each
