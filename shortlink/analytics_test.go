@@ -99,164 +99,167 @@ var allDims = []shortlink.Dimension{shortlink.DimReferrer, shortlink.DimDevice, 
 // Shutdown. Every stored count — per link, hour, day, dimension, value,
 // people and bots apart — equals the model's: no click lost, none counted
 // twice. Uniques are within HyperLogLog's error of the model's visitors.
+// On a single Redis and on the cluster.
 func TestAnalyticsExactness(t *testing.T) {
-	ctx := context.Background()
-	r, db := testenv.NewRedis(t), testenv.NewSQL(t)
-	clk := testenv.NewClock(testenv.Now().Truncate(24 * time.Hour).Add(22*time.Hour + 10*time.Minute))
-	cfg := shortlink.Config{FlushEvery: time.Hour, Now: clk.Now, TablesPerDB: 8}
-	a, b := newServiceOn(t, r, db, cfg), newServiceOn(t, r, db, cfg)
-	targets := []string{"https://example.org/a", "https://example.org/b?utm_source=news&utm_medium=email&utm_campaign=launch",
-		"https://example.org/c?utm_source=" + strings.Repeat("x", 100), "https://example.org/d?utm_medium=Social"}
-	utms := [][3]string{{shortlink.ValueNone, shortlink.ValueNone, shortlink.ValueNone}, {"news", "email", "launch"},
-		{strings.Repeat("x", shortlink.MaxValueLen), shortlink.ValueNone, shortlink.ValueNone}, {shortlink.ValueNone, "Social", shortlink.ValueNone}}
-	var codes []string
-	for i := range 12 {
-		l, err := a.Shorten(ctx, targets[i%len(targets)], shortlink.Options{})
-		if err != nil {
-			t.Fatal(err)
+	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
+		ctx := context.Background()
+		db := testenv.NewSQL(t)
+		clk := testenv.NewClock(testenv.Now().Truncate(24 * time.Hour).Add(22*time.Hour + 10*time.Minute))
+		cfg := shortlink.Config{FlushEvery: time.Hour, Now: clk.Now, TablesPerDB: 8}
+		a, b := newServiceOn(t, r, db, cfg), newServiceOn(t, r, db, cfg)
+		targets := []string{"https://example.org/a", "https://example.org/b?utm_source=news&utm_medium=email&utm_campaign=launch",
+			"https://example.org/c?utm_source=" + strings.Repeat("x", 100), "https://example.org/d?utm_medium=Social"}
+		utms := [][3]string{{shortlink.ValueNone, shortlink.ValueNone, shortlink.ValueNone}, {"news", "email", "launch"},
+			{strings.Repeat("x", shortlink.MaxValueLen), shortlink.ValueNone, shortlink.ValueNone}, {shortlink.ValueNone, "Social", shortlink.ValueNone}}
+		var codes []string
+		for i := range 12 {
+			l, err := a.Shorten(ctx, targets[i%len(targets)], shortlink.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			codes = append(codes, l.Code)
 		}
-		codes = append(codes, l.Code)
-	}
-	m := &model{cells: map[modelKey]int64{}, visitors: map[string]map[string]bool{}}
-	handlers := []http.Handler{a.RedirectHandler(testIP), b.RedirectHandler(testIP)}
-	const goroutines, perHour, hours = 8, 4200, 3 // 8 × 4,200 × 3 = 100,800 redirects
-	start := clk.Now().Truncate(time.Hour)
-	for h := range hours {
-		clk.Set(start.Add(time.Duration(h)*time.Hour + time.Duration(h*7)*time.Minute))
-		var wg sync.WaitGroup
-		for g := range goroutines {
-			wg.Go(func() {
-				rnd := rand.New(rand.NewPCG(uint64(h), uint64(g)))
-				for range perHour {
-					i := rnd.IntN(len(codes))
-					v, ref, c := fakeVisitors[rnd.IntN(len(fakeVisitors))], fakeReferrers[rnd.IntN(len(fakeReferrers))], fakeCountries[rnd.IntN(len(fakeCountries))]
-					ip := fmt.Sprintf("10.0.%d.%d", rnd.IntN(4), rnd.IntN(250))
-					req := httptest.NewRequest("GET", "/"+codes[i], nil)
-					req.Header.Set("X-Test-IP", ip)
-					req.Header.Set("User-Agent", v.ua)
-					req.Header.Set("Referer", ref[0])
-					req.Header.Set("CF-IPCountry", c[0])
-					w := httptest.NewRecorder()
-					handlers[rnd.IntN(2)].ServeHTTP(w, req)
-					if w.Code != http.StatusFound {
-						t.Errorf("redirect: %d", w.Code)
-						return
+		m := &model{cells: map[modelKey]int64{}, visitors: map[string]map[string]bool{}}
+		handlers := []http.Handler{a.RedirectHandler(testIP), b.RedirectHandler(testIP)}
+		const goroutines, perHour, hours = 8, 4200, 3 // 8 × 4,200 × 3 = 100,800 redirects
+		start := clk.Now().Truncate(time.Hour)
+		for h := range hours {
+			clk.Set(start.Add(time.Duration(h)*time.Hour + time.Duration(h*7)*time.Minute))
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					rnd := rand.New(rand.NewPCG(uint64(h), uint64(g)))
+					for range perHour {
+						i := rnd.IntN(len(codes))
+						v, ref, c := fakeVisitors[rnd.IntN(len(fakeVisitors))], fakeReferrers[rnd.IntN(len(fakeReferrers))], fakeCountries[rnd.IntN(len(fakeCountries))]
+						ip := fmt.Sprintf("10.0.%d.%d", rnd.IntN(4), rnd.IntN(250))
+						req := httptest.NewRequest("GET", "/"+codes[i], nil)
+						req.Header.Set("X-Test-IP", ip)
+						req.Header.Set("User-Agent", v.ua)
+						req.Header.Set("Referer", ref[0])
+						req.Header.Set("CF-IPCountry", c[0])
+						w := httptest.NewRecorder()
+						handlers[rnd.IntN(2)].ServeHTTP(w, req)
+						if w.Code != http.StatusFound {
+							t.Errorf("redirect: %d", w.Code)
+							return
+						}
+						u := utms[i%len(targets)]
+						m.add(codes[i], clk.Now().Truncate(time.Hour), map[shortlink.Dimension]string{
+							shortlink.DimReferrer: ref[1], shortlink.DimDevice: v.device, shortlink.DimCountry: c[1],
+							shortlink.DimUTMSource: u[0], shortlink.DimUTMMedium: u[1], shortlink.DimUTMCampaign: u[2],
+						}, v.device == shortlink.DeviceBot, ip+"|"+v.ua)
 					}
-					u := utms[i%len(targets)]
-					m.add(codes[i], clk.Now().Truncate(time.Hour), map[shortlink.Dimension]string{
-						shortlink.DimReferrer: ref[1], shortlink.DimDevice: v.device, shortlink.DimCountry: c[1],
-						shortlink.DimUTMSource: u[0], shortlink.DimUTMMedium: u[1], shortlink.DimUTMCampaign: u[2],
-					}, v.device == shortlink.DeviceBot, ip+"|"+v.ua)
-				}
-			})
+				})
+			}
+			wg.Wait()
+			if h == hours-1 {
+				break // the rest is flushed by Shutdown
+			}
+			// A flush whose first three parts commit but lose their reply: kept
+			// whole, tried again at the next flush, and not counted twice.
+			a.LoseAnalyticsReplies(3)
+			if err := a.FlushAnalytics(ctx); err == nil || !a.AnalyticsPending() {
+				t.Fatalf("a flush with lost replies: %v, pending %v", err, a.AnalyticsPending())
+			}
+			if err := b.FlushAnalytics(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
-		wg.Wait()
-		if h == hours-1 {
-			break // the rest is flushed by Shutdown
+		for _, s := range []*shortlink.Service{a, b} {
+			if err := s.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
-		// A flush whose first three parts commit but lose their reply: kept
-		// whole, tried again at the next flush, and not counted twice.
-		a.LoseAnalyticsReplies(3)
-		if err := a.FlushAnalytics(ctx); err == nil || !a.AnalyticsPending() {
-			t.Fatalf("a flush with lost replies: %v, pending %v", err, a.AnalyticsPending())
+		if got := a.AnalyticsStats().PartsReplayed; got != 2*3 {
+			t.Errorf("parts found already applied: %d, want 6 (3 lost replies in each of 2 flushes)", got)
 		}
-		if err := b.FlushAnalytics(ctx); err != nil {
-			t.Fatal(err)
+		if st := a.AnalyticsStats(); st.Clicks+b.AnalyticsStats().Clicks != goroutines*perHour*hours || st.Overflowed != 0 {
+			t.Errorf("recorded %d+%d clicks, %d overflowed", st.Clicks, b.AnalyticsStats().Clicks, st.Overflowed)
 		}
-	}
-	for _, s := range []*shortlink.Service{a, b} {
-		if err := s.Shutdown(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got := a.AnalyticsStats().PartsReplayed; got != 2*3 {
-		t.Errorf("parts found already applied: %d, want 6 (3 lost replies in each of 2 flushes)", got)
-	}
-	if st := a.AnalyticsStats(); st.Clicks+b.AnalyticsStats().Clicks != goroutines*perHour*hours || st.Overflowed != 0 {
-		t.Errorf("recorded %d+%d clicks, %d overflowed", st.Clicks, b.AnalyticsStats().Clicks, st.Overflowed)
-	}
 
-	// Read back through a third Service: what is stored, not what is held.
-	q := newServiceOn(t, r, db, cfg)
-	want := map[modelKey]int64{}
-	for k, n := range m.cells {
-		want[k] = n
-		day := time.Unix(k.hour, 0).Truncate(24 * time.Hour).Unix()
-		want[modelKey{k.code, -day, k.dim, k.val, k.bot}] += n // a day's cell, negated so it is a key of its own
-	}
-	got := map[modelKey]int64{}
-	record := func(code string, bucket int64, dim shortlink.Dimension, val string, clicks, bots int64) {
-		if clicks != 0 {
-			got[modelKey{code, bucket, dim, val, false}] += clicks
-		}
-		if bots != 0 {
-			got[modelKey{code, bucket, dim, val, true}] += bots
-		}
-	}
-	first := start.Truncate(24 * time.Hour)
-	for _, code := range codes {
-		series, err := q.Clicks(ctx, code, start, start.Add(hours*time.Hour), time.Hour)
-		if err != nil || len(series) != hours {
-			t.Fatalf("Clicks: %d points, %v", len(series), err)
-		}
-		for _, p := range series {
-			record(code, p.Start.Unix(), "", "", p.Clicks, p.Bots)
-		}
-		days, err := q.Clicks(ctx, code, first, first.Add(48*time.Hour), 24*time.Hour)
-		if err != nil || len(days) != 2 {
-			t.Fatalf("daily Clicks: %d points, %v", len(days), err)
-		}
-		for _, p := range days {
-			record(code, -p.Start.Unix(), "", "", p.Clicks, p.Bots)
-		}
-		for _, d := range allDims {
-			for h := range hours {
-				from := start.Add(time.Duration(h) * time.Hour)
-				cs, err := q.Breakdown(ctx, code, d, from, from.Add(time.Hour), shortlink.MaxBreakdown)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, c := range cs {
-					record(code, from.Unix(), d, c.Value, c.Clicks, c.Bots)
-				}
-			}
-			for day := range 2 {
-				from := first.Add(time.Duration(day) * 24 * time.Hour)
-				cs, err := q.Breakdown(ctx, code, d, from, from.Add(24*time.Hour), shortlink.MaxBreakdown)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, c := range cs {
-					record(code, -from.Unix(), d, c.Value, c.Clicks, c.Bots)
-				}
-			}
-		}
-	}
-	obstest.Expect(t, got, want) // stored against the model
-	// The click counter of Stats agrees with the rollups' totals.
-	for _, code := range codes {
-		st, err := q.Stats(ctx, code)
-		var sum int64
+		// Read back through a third Service: what is stored, not what is held.
+		q := newServiceOn(t, r, db, cfg)
+		want := map[modelKey]int64{}
 		for k, n := range m.cells {
-			if k.code == code && k.dim == "" {
-				sum += n
+			want[k] = n
+			day := time.Unix(k.hour, 0).Truncate(24 * time.Hour).Unix()
+			want[modelKey{k.code, -day, k.dim, k.val, k.bot}] += n // a day's cell, negated so it is a key of its own
+		}
+		got := map[modelKey]int64{}
+		record := func(code string, bucket int64, dim shortlink.Dimension, val string, clicks, bots int64) {
+			if clicks != 0 {
+				got[modelKey{code, bucket, dim, val, false}] += clicks
+			}
+			if bots != 0 {
+				got[modelKey{code, bucket, dim, val, true}] += bots
 			}
 		}
-		if err != nil || st.Clicks != sum {
-			t.Errorf("%s: Stats %d clicks, %v; model %d", code, st.Clicks, err, sum)
+		first := start.Truncate(24 * time.Hour)
+		for _, code := range codes {
+			series, err := q.Clicks(ctx, code, start, start.Add(hours*time.Hour), time.Hour)
+			if err != nil || len(series) != hours {
+				t.Fatalf("Clicks: %d points, %v", len(series), err)
+			}
+			for _, p := range series {
+				record(code, p.Start.Unix(), "", "", p.Clicks, p.Bots)
+			}
+			days, err := q.Clicks(ctx, code, first, first.Add(48*time.Hour), 24*time.Hour)
+			if err != nil || len(days) != 2 {
+				t.Fatalf("daily Clicks: %d points, %v", len(days), err)
+			}
+			for _, p := range days {
+				record(code, -p.Start.Unix(), "", "", p.Clicks, p.Bots)
+			}
+			for _, d := range allDims {
+				for h := range hours {
+					from := start.Add(time.Duration(h) * time.Hour)
+					cs, err := q.Breakdown(ctx, code, d, from, from.Add(time.Hour), shortlink.MaxBreakdown)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, c := range cs {
+						record(code, from.Unix(), d, c.Value, c.Clicks, c.Bots)
+					}
+				}
+				for day := range 2 {
+					from := first.Add(time.Duration(day) * 24 * time.Hour)
+					cs, err := q.Breakdown(ctx, code, d, from, from.Add(24*time.Hour), shortlink.MaxBreakdown)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, c := range cs {
+						record(code, -from.Unix(), d, c.Value, c.Clicks, c.Bots)
+					}
+				}
+			}
 		}
-	}
-	for k, vs := range m.visitors {
-		code, day, _ := strings.Cut(k, "/")
-		d, _ := time.Parse(time.DateOnly, day)
-		n, err := q.Uniques(ctx, code, d)
-		if err != nil {
-			t.Fatal(err)
+		obstest.Expect(t, got, want) // stored against the model
+		// The click counter of Stats agrees with the rollups' totals.
+		for _, code := range codes {
+			st, err := q.Stats(ctx, code)
+			var sum int64
+			for k, n := range m.cells {
+				if k.code == code && k.dim == "" {
+					sum += n
+				}
+			}
+			if err != nil || st.Clicks != sum {
+				t.Errorf("%s: Stats %d clicks, %v; model %d", code, st.Clicks, err, sum)
+			}
 		}
-		if diff := float64(n) - float64(len(vs)); diff < -0.05*float64(len(vs))-2 || diff > 0.05*float64(len(vs))+2 {
-			t.Errorf("%s: %d uniques, model %d", k, n, len(vs))
+		for k, vs := range m.visitors {
+			code, day, _ := strings.Cut(k, "/")
+			d, _ := time.Parse(time.DateOnly, day)
+			n, err := q.Uniques(ctx, code, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := float64(n) - float64(len(vs)); diff < -0.05*float64(len(vs))-2 || diff > 0.05*float64(len(vs))+2 {
+				t.Errorf("%s: %d uniques, model %d", k, n, len(vs))
+			}
 		}
-	}
+	})
 }
 
 // The classifier's classes, and a country code's forms.
