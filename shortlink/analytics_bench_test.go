@@ -51,8 +51,8 @@ func BenchmarkAnalyticsFlush(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				b.StopTimer()
-				for j, r := range reqs {
-					s.RecordClick(fmt.Sprintf("c%d-%d", i%4, j%links), "https://example.com/?utm_source=x", r, r.Header.Get("X-Test-IP"))
+				for j, req := range reqs {
+					s.RecordClick(fmt.Sprintf("c%d-%d", i%4, j%links), "https://example.com/?utm_source=x", req, req.Header.Get("X-Test-IP"))
 				}
 				before := serverCPU(b, r)
 				b.StartTimer()
@@ -61,7 +61,6 @@ func BenchmarkAnalyticsFlush(b *testing.B) {
 				}
 				b.StopTimer()
 				redisCPU += serverCPU(b, r) - before
-				b.StartTimer()
 				parts, rows, keys = s.AnalyticsLastCut()
 			}
 			if r.Kind != devstack.Miniredis {
