@@ -27,6 +27,14 @@ var (
 type AggregatorConfig struct {
 	// FlushEvery is how often a claim is due to flush. Default 1 s.
 	FlushEvery time.Duration
+	// CaughtUpFlush is how soon after its last flush a claim whose consumer
+	// has read to the end of its partition is due (DueCaughtUp): a drained
+	// backlog reaches the list at once instead of up to FlushEvery later,
+	// while a partition fed a trickle still flushes at most once per
+	// CaughtUpFlush. A consumer behind its partition waits for FlushEvery or
+	// MaxPending, so a backlog is flushed in large calls. Default
+	// FlushEvery/10 (0 < CaughtUpFlush ≤ FlushEvery; FlushEvery turns it off).
+	CaughtUpFlush time.Duration
 	// MaxPending is how many distinct item entries (an item per slot, or a
 	// user's like) a claim holds before it is due to flush early: it bounds
 	// the aggregator's memory per partition. Default the list's Keep.
@@ -72,8 +80,12 @@ func NewAggregator(l *List, cfg AggregatorConfig) (*Aggregator, error) {
 	}
 	cfg.FlushEvery = cmp.Or(cfg.FlushEvery, time.Second)
 	cfg.MaxPending = cmp.Or(cfg.MaxPending, l.cfg.Keep)
-	if cfg.FlushEvery < 0 || cfg.MaxPending < 1 || cfg.MaxPending > 1_000_000 {
+	cfg.CaughtUpFlush = cmp.Or(cfg.CaughtUpFlush, cfg.FlushEvery/10)
+	switch {
+	case cfg.FlushEvery < 0 || cfg.MaxPending < 1 || cfg.MaxPending > 1_000_000:
 		return nil, fmt.Errorf("%w: flush every %v, max pending %d (1..1000000)", ErrConfig, cfg.FlushEvery, cfg.MaxPending)
+	case cfg.CaughtUpFlush <= 0 || cfg.CaughtUpFlush > cfg.FlushEvery:
+		return nil, fmt.Errorf("%w: caught-up flush %v (0 < it ≤ flush every %v)", ErrConfig, cfg.CaughtUpFlush, cfg.FlushEvery)
 	}
 	a := &Aggregator{l: l, cfg: cfg}
 	a.gauges = a.registerAggregator()
@@ -87,6 +99,10 @@ func (a *Aggregator) Close() error { return a.gauges.Close() }
 
 // FlushEvery returns the flush interval.
 func (a *Aggregator) FlushEvery() time.Duration { return a.cfg.FlushEvery }
+
+// CaughtUpFlush returns the flush interval of a claim whose consumer has
+// caught up with its partition.
+func (a *Aggregator) CaughtUpFlush() time.Duration { return a.cfg.CaughtUpFlush }
 
 // Stats returns the counts so far.
 func (a *Aggregator) Stats() Stats {
@@ -295,7 +311,14 @@ func (c *Claim) add(b *batch, e *rawEvent, nowMs int64) error {
 // Due reports whether the claim should flush now: its interval has passed
 // with something to flush, it holds MaxPending entries, or an earlier flush
 // failed and waits for a retry.
-func (c *Claim) Due() bool {
+func (c *Claim) Due() bool { return c.due(c.a.cfg.FlushEvery) }
+
+// DueCaughtUp is Due for a consumer that has read everything its partition
+// holds (its last message's offset is one below the high-water mark): the
+// claim is due once CaughtUpFlush has passed since its last flush.
+func (c *Claim) DueCaughtUp() bool { return c.due(c.a.cfg.CaughtUpFlush) }
+
+func (c *Claim) due(every time.Duration) bool {
 	if c.closed {
 		return false
 	}
@@ -303,7 +326,7 @@ func (c *Claim) Due() bool {
 		return true
 	}
 	now := c.l.cfg.Now()
-	return now.Sub(c.last) >= c.a.cfg.FlushEvery && c.hasWork(now)
+	return now.Sub(c.last) >= every && c.hasWork(now)
 }
 
 // hasWork: offsets to store, or a heat set to build or switch to — a

@@ -194,6 +194,59 @@ func TestFailedFlushSendsTheSameBatchAgain(t *testing.T) {
 	}
 }
 
+// A claim holding work is due FlushEvery after its last flush, or
+// CaughtUpFlush after it for a consumer that has read its whole partition;
+// a claim with nothing to flush is never due.
+func TestDueAndDueCaughtUp(t *testing.T) {
+	f := newFixture(t, testenv.NewRedis(t), hotlist.Config{Partitions: 1, Weights: dyadic()})
+	c := f.claims[0]
+	if f.a.FlushEvery() != time.Second || f.a.CaughtUpFlush() != 100*time.Millisecond {
+		t.Fatalf("defaults: flush every %v, caught up %v", f.a.FlushEvery(), f.a.CaughtUpFlush())
+	}
+	check := func(when string, due, caughtUp bool) {
+		t.Helper()
+		if c.Due() != due || c.DueCaughtUp() != caughtUp {
+			t.Fatalf("%s: Due %v, DueCaughtUp %v; want %v, %v", when, c.Due(), c.DueCaughtUp(), due, caughtUp)
+		}
+	}
+	f.clk.Add(2 * time.Second)
+	check("nothing added", false, false)
+	for round := range 2 {
+		f.send(hotlist.Event{Item: "a", Kind: hotlist.Repost, At: f.clk.Now()})
+		if round == 0 { // the last flush was at the claim's start, 2 s ago
+			check("added, FlushEvery passed", true, true)
+			f.flush()
+			check("flushed", false, false)
+			continue
+		}
+		check("added at the flush", false, false)
+		f.clk.Add(99 * time.Millisecond)
+		check("99 ms later", false, false)
+		f.clk.Add(time.Millisecond)
+		check("CaughtUpFlush later", false, true)
+		f.clk.Add(900 * time.Millisecond)
+		check("FlushEvery later", true, true)
+	}
+}
+
+func TestAggregatorConfigRejected(t *testing.T) {
+	f := newFixture(t, testenv.NewRedis(t), hotlist.Config{Partitions: 1})
+	for _, cfg := range []hotlist.AggregatorConfig{
+		{FlushEvery: -time.Second},
+		{MaxPending: -1},
+		{CaughtUpFlush: -time.Millisecond},
+		{FlushEvery: time.Second, CaughtUpFlush: 2 * time.Second},
+	} {
+		if _, err := hotlist.NewAggregator(f.l, cfg); !errors.Is(err, hotlist.ErrConfig) {
+			t.Errorf("%+v: %v", cfg, err)
+		}
+	}
+	a, err := hotlist.NewAggregator(f.l, hotlist.AggregatorConfig{FlushEvery: time.Minute, CaughtUpFlush: time.Minute})
+	if err != nil || a.CaughtUpFlush() != time.Minute {
+		t.Fatalf("CaughtUpFlush equal to FlushEvery: %v, %v", a, err)
+	}
+}
+
 // Two claims of one partition (a rebalance overlap, a zombie consumer): the
 // offsets one applied are never applied again by the other; the claim that
 // lost the race is closed with ErrResync and a new claim resumes after the

@@ -9,9 +9,10 @@
 // session restarted; a committed offset behind it (a consumer killed
 // between its flush and its commit) is simply read on, the claim skipping
 // what Redis already has. Messages go to Claim.Add; the claim flushes when
-// due and on every tick of the aggregator's FlushEvery, and the offset after
-// each flush is marked, so Kafka's committed offsets trail Redis' and never
-// pass them. When the partition is taken away the claim flushes once more.
+// due — every FlushEvery, or once the aggregator's CaughtUpFlush has passed
+// when the consumer has read to the partition's high-water mark, so that a
+// drained backlog shows at once — and the offset after each flush is
+// marked, so Kafka's committed offsets trail Redis' and never pass them. When the partition is taken away the claim flushes once more.
 //
 // Delivery into Redis is exactly-once (see hotlist's package doc); Kafka's
 // own delivery is at-least-once and only costs re-reading.
@@ -127,8 +128,12 @@ func (c *Consumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Cons
 	if c.moveOffset(s, claim, hc) {
 		return nil
 	}
-	tick := time.NewTicker(c.agg.FlushEvery())
+	// The tick comes every CaughtUpFlush: a claim that has read to the
+	// high-water mark flushes then, one behind it every FlushEvery.
+	tick := time.NewTicker(c.agg.CaughtUpFlush())
 	defer tick.Stop()
+	caughtUp := false
+	due := func() bool { return hc.Due() || caughtUp && hc.DueCaughtUp() }
 	for {
 		select {
 		case m, ok := <-claim.Messages():
@@ -142,11 +147,12 @@ func (c *Consumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Cons
 					c.cfg.OnReject(p, m.Offset, err)
 				}
 			}
-			if hc.Due() && !c.flush(s, hc) {
+			caughtUp = m.Offset+1 >= claim.HighWaterMarkOffset()
+			if due() && !c.flush(s, hc) {
 				return nil
 			}
 		case <-tick.C:
-			if !c.flush(s, hc) {
+			if due() && !c.flush(s, hc) {
 				return nil
 			}
 		case <-ctx.Done():

@@ -70,6 +70,11 @@ type member struct {
 
 func start(t *testing.T, l *hotlist.List, brokers []string, group, topic string, autoCommit bool) *member {
 	t.Helper()
+	return startWith(t, l, brokers, group, topic, autoCommit, hotlist.AggregatorConfig{FlushEvery: 50 * time.Millisecond})
+}
+
+func startWith(t *testing.T, l *hotlist.List, brokers []string, group, topic string, autoCommit bool, aggCfg hotlist.AggregatorConfig) *member {
+	t.Helper()
 	cfg := kafka.Config(group)
 	cfg.Consumer.Group.Heartbeat.Interval = 100 * time.Millisecond
 	cfg.Consumer.Offsets.AutoCommit.Enable = autoCommit
@@ -77,7 +82,7 @@ func start(t *testing.T, l *hotlist.List, brokers []string, group, topic string,
 	if err != nil {
 		t.Fatal(err)
 	}
-	agg, err := hotlist.NewAggregator(l, hotlist.AggregatorConfig{FlushEvery: 50 * time.Millisecond})
+	agg, err := hotlist.NewAggregator(l, aggCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,6 +256,35 @@ func TestExactlyOnceThroughKafka(t *testing.T) {
 			t.Fatalf("%d restarts, %d logged: %q", d.c.Restarts(), restarts, d.logs.Lines())
 		}
 	})
+}
+
+// A backlog read to the high-water mark reaches Redis at once, with
+// FlushEvery an hour away and MaxPending out of reach, and in one flush per
+// partition (the consumer flushes early only once it has caught up).
+func TestDrainedBacklogFlushedAtOnce(t *testing.T) {
+	r := testenv.NewRedis(t)
+	brokers := testenv.Kafka(t)
+	topic := testenv.Topic(t, partitions)
+	l, err := hotlist.New(r.Client, hotlist.Config{Name: "drain", Namespace: r.Namespace, Partitions: partitions, Model: hotlist.Window, Weights: weights, Now: testenv.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kafka.Dial(brokers, "producer-"+topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	s := &stream{t: t, brokers: brokers, topic: topic, pub: pub, rng: rand.New(rand.NewPCG(3, 4)), want: map[string]float64{}}
+	for range 10 {
+		s.produce(400)
+	}
+	m := startWith(t, l, brokers, "g-"+topic, topic, true,
+		hotlist.AggregatorConfig{FlushEvery: time.Hour, CaughtUpFlush: 10 * time.Millisecond, MaxPending: 1_000_000})
+	caughtUp(t, l, brokers, topic)
+	checkTotals(t, l, s.want, "drained")
+	if st := m.agg.Stats(); st.Flushes > partitions || st.Events != 4000 {
+		t.Fatalf("stats %+v: want 4000 events in at most one flush per partition (%d messages)", st, s.msgs)
+	}
 }
 
 // replay feeds every message of the topic, from the oldest, to new claims
