@@ -51,6 +51,7 @@ type Aggregator struct {
 	stats struct {
 		events, rejected, malformed, expired, duplicates atomic.Int64
 		flushes, replays, resyncs, flushed, unsent       atomic.Int64
+		natives                                          atomic.Int64 // of flushes, by nativeFlush
 	}
 	open   openClaims
 	gauges *obs.Registration
@@ -383,7 +384,23 @@ func (c *Claim) flush(ctx context.Context) error {
 	var reply flushReply
 	var used, want bool
 	var unsent int
+	native := c.nativeUsable(b)
 	for {
+		if native {
+			native = false
+			r, left, err := c.nativeFlush(ctx, b)
+			if err == nil {
+				reply, unsent, used, want = r, left, true, false
+				c.a.stats.natives.Add(1)
+				break
+			}
+			// Not applied (errNativeStale) or not known to be: the script,
+			// sent the increments, decides by the offset fence.
+			c.view.forget()
+			if ctx.Err() != nil {
+				return fmt.Errorf("hotlist: flush partition %d: %w", c.p, err)
+			}
+		}
 		used, want = c.view.usable(c, b), c.view.wanted(c)
 		keys, args, left := c.flushCall(b, now, used, want)
 		res, err := flushScript.Run(ctx, c.l.c, keys, args...).Slice()

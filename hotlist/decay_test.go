@@ -137,6 +137,11 @@ func TestRescaleUnderConcurrentReads(t *testing.T) {
 			f.send(events...)
 		}
 		f.flush()
+		// Each partition's first flush, of hundreds of items, started it in a
+		// WATCH transaction (nativeflush.go), on the cluster too.
+		if n := hotlist.NativeFlushes(f.a); n != 2 {
+			t.Fatalf("%d of the first 2 flushes were transactions", n)
+		}
 		before := metaField(r, 0, "epoch")
 		f.clk.Add(2 * time.Second) // the next landmark is due
 		flushes := 0

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // heatView is a Decay claim's copy of its partition's current heat set:
@@ -168,6 +170,20 @@ func (v *heatView) load(flat []string) error {
 		v.scores[flat[j]] = s
 	}
 	return nil
+}
+
+// loadSorted makes the copy from the members and scores of the heat set of
+// landmark epoch, lowest first (ZRANGE), setting the floor when full.
+func (v *heatView) loadSorted(members []redis.Z, epoch int64, keep int) {
+	v.known, v.epoch, v.floor = true, epoch, 0
+	v.scores = make(map[string]float64, len(members))
+	for _, z := range members {
+		m, _ := z.Member.(string)
+		v.scores[m] = z.Score
+	}
+	if len(members) >= keep {
+		v.floor = members[0].Score
+	}
 }
 
 // check compares the copy with the set's size and lowest score as the

@@ -7,8 +7,11 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/casebook-dev/casebook/hotlist"
 	"github.com/casebook-dev/casebook/internal/testenv"
@@ -220,4 +223,137 @@ func sameState(r *testenv.Redis, cfg hotlist.Config, a, b *feed) error {
 		}
 	}
 	return nil
+}
+
+// A claim flushes a large batch made from its copy of the heat set with a
+// WATCH transaction of Redis' own commands rather than the script, and
+// Redis ends exactly as with every increment sent through the script: a new
+// partition started, a copy loaded in the transaction's read (a restart, a
+// doubt), a landmark passed (the script builds the next set, then the
+// transaction resumes), the EXEC's reply lost (the script then finds the
+// offsets applied: a replay), a write between the transaction's read and
+// its EXEC (aborted; the script applies), another consumer applying past
+// the claim (fenced: ErrResync, then a new claim).
+func TestNativeFlushFaults(t *testing.T) {
+	ctx := context.Background()
+	r, proxy := testenv.NewFaultyRedis(t)
+	clk := testenv.NewClock(testenv.Now().Truncate(time.Hour).Add(time.Hour))
+	cfg := hotlist.Config{Namespace: r.Namespace, Partitions: 1, Keep: 150, HalfLife: time.Minute, RescaleEvery: 2, RescaleChunk: 40, Now: clk.Now}
+	log := make([][][]byte, 1)
+	copied := newFeed(t, r, cfg, "copied", false, &log)
+	sent := newFeed(t, r, cfg, "sent", true, &log)
+	// Between the transaction's read and its EXEC, rewrite the stored
+	// offset as it is: the content is unchanged, the WATCH is broken.
+	var interfere atomic.Bool
+	meta := r.Namespace + ":{copied:0}:meta"
+	r.Client.AddHook(interference{armed: &interfere, write: func() error {
+		off, err := r.Client.HGet(ctx, meta, "offset").Result()
+		if err == nil {
+			err = r.Client.HSet(ctx, meta, "offset", off).Err()
+		}
+		return err
+	}})
+	rng := rand.New(rand.NewPCG(31, 32))
+	zipf := rand.NewZipf(rng, 1.1, 1, 2999)
+	// step feeds both lists 600 events, arms a fault, flushes both, compares
+	// them and returns the copied claim's stats before and after, and how
+	// many of its flushes were transactions.
+	step := func(name string, arm func()) (before, after hotlist.Stats, natives int64) {
+		t.Helper()
+		var events []hotlist.Event
+		for range 600 {
+			events = append(events, hotlist.Event{Item: "z" + strconv.FormatUint(zipf.Uint64(), 10), Kind: hotlist.Kind(1 + rng.IntN(4)),
+				At: at(clk.Now(), -rng.IntN(10_000))})
+		}
+		msgs, err := hotlist.EncodeMessages("t", 1, 50, events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			log[0] = append(log[0], m.Value)
+		}
+		before, natives = copied.a.Stats(), hotlist.NativeFlushes(copied.a)
+		copied.read()
+		sent.read()
+		arm()
+		copied.flush()
+		sent.flush()
+		if err := sameState(r, cfg, copied, sent); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		clk.Add(time.Second)
+		return before, copied.a.Stats(), hotlist.NativeFlushes(copied.a) - natives
+	}
+	none := func() {}
+	native := func(name string, arm func()) {
+		t.Helper()
+		if b, a, n := step(name, arm); n != 1 || a.Flushes != b.Flushes+1 {
+			t.Fatalf("%s: %d transactions, stats %+v after %+v; want one applied transaction", name, n, a, b)
+		}
+	}
+	native("a new partition's first flush", none)
+	for round := range 3 {
+		native("a flush from the copy "+strconv.Itoa(round), none)
+	}
+	if st := copied.a.Stats(); st.Unsent == 0 {
+		t.Fatalf("stats %+v: the copy left nothing out", st)
+	}
+	native("a restarted claim's first flush, loading the copy", func() { copied.restart(); sent.restart() })
+
+	cuts := proxy.Cuts()
+	if b, a, n := step("its EXEC's reply lost", func() { proxy.DropReplyTo("$4\r\nexec\r\n", 1) }); n != 0 || a.Replays != b.Replays+1 || proxy.Cuts() != cuts+1 {
+		t.Fatalf("EXEC's reply lost: %d transactions, stats %+v after %+v, %d replies cut; want a replay", n, a, b, proxy.Cuts()-cuts)
+	}
+	native("after the replay, loading the copy", none)
+
+	if b, a, n := step("a write between read and EXEC", func() { interfere.Store(true) }); n != 0 || a.Flushes != b.Flushes+1 || interfere.Load() {
+		t.Fatalf("write between read and EXEC: %d transactions, stats %+v after %+v; want the script to apply", n, a, b)
+	}
+	native("after the abort", none)
+
+	// A landmark: the script builds the next set over several flushes. The
+	// claims restart first, so that the copied one, holding no copy, learns
+	// of the landmark only from Redis.
+	clk.Add(2 * time.Minute)
+	for round := 0; ; round++ {
+		arm := none
+		if round == 0 {
+			arm = func() { copied.restart(); sent.restart() }
+		}
+		if _, _, n := step("after a landmark "+strconv.Itoa(round), arm); n == 1 {
+			if round == 0 {
+				t.Fatal("a transaction flushed across a landmark")
+			}
+			break
+		}
+		if round == 10 {
+			t.Fatal("no transaction 10 flushes after a landmark")
+		}
+	}
+
+	if b, a, _ := step("another consumer applied past it", func() { copied.overtaken(0); sent.overtaken(0) }); a.Resyncs != b.Resyncs+1 {
+		t.Fatalf("overtaken: stats %+v after %+v; want a resync", a, b)
+	}
+	native("the next claim", none)
+}
+
+// interference runs write once, when armed, after a transaction's first
+// pipeline (the WATCHed read) and before its MULTI.
+type interference struct {
+	armed *atomic.Bool
+	write func() error
+}
+
+func (interference) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (interference) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h interference) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if len(cmds) > 0 && cmds[0].Name() == "hmget" && h.armed.CompareAndSwap(true, false) {
+			if werr := h.write(); werr != nil {
+				return werr
+			}
+		}
+		return err
+	}
 }
