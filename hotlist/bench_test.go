@@ -12,8 +12,9 @@ import (
 	"github.com/casebook-dev/casebook/internal/testenv"
 )
 
-// BenchmarkFlush: items flushed into Redis per second — one script call
-// carrying 5,000 items' increments and the offset fence — against a raw
+// BenchmarkFlush: items flushed into Redis per second — one flush of
+// 5,000 items with the offset fence: a script call, or under Decay, once
+// the claim holds a copy of its heat set, a WATCH transaction — against a raw
 // go-redis pipeline of ZINCRBYs of the same items on the same server,
 // interleaved in the same loop so that both see the same load ("of-raw" is
 // the ratio). Only the Redis calls are timed, not the aggregation before the

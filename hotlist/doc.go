@@ -207,30 +207,28 @@
 // window is kept exact without sweeps. The seed's 4.17M events/s peak is ten
 // times what its own inputs give (the benchmark harness flags it); one
 // aggregator does several million events a second in memory on two cores,
-// and end to end the partitions share Redis' single thread (the flush
-// scripts). A flush reads a partition's current scores of its items with one
+// and end to end the partitions share Redis' single thread (the flushes). A flush reads a partition's current scores of its items with one
 // ZMSCORE per thousand and writes the sums with one ZADD per thousand (the
 // same doubles ZINCRBY would compute; a new item's score is its increment as
 // sent) instead of a ZINCRBY per item; under Decay a claim holding a copy of
 // its heat set sends the sums themselves, which the script passes to ZADD
 // as they are, and leaves out what the set would not admit (above).
 // hotkafka's BenchmarkIngest (2M events, Zipf over 5M items, 8 partitions,
-// through kfake; CASEBOOK_REDIS_ADDR=<a private redis-server> go test -run
-// '^$' -bench Ingest -benchtime 1x ./hotlist/hotkafka/, test binaries
-// without the copy and with it run alternately, three each, in four sets
-// on 2 cores shared with other work; raw sarama consumption of the same
-// messages 2.9–3.2M events/s throughout): in one set it went from
-// 1.08–1.45M events/s (0.35–0.47 × raw) to 1.26–1.62M (0.43–0.53 ×), in
-// another from 1.33–1.42M (0.43–0.45 ×) to 2.25–2.42M (0.72–0.78 ×), in a
-// third, on a quieter machine, from 1.33–1.66M (0.45–0.54 ×) to
-// 1.56–1.71M (0.50–0.55 ×), and in the last from 1.32–1.57M (0.43–0.51 ×)
-// to 1.54–1.98M (0.49–0.65 ×). Redis' script time per event fell from
-// 0.40–0.53 µs to 0.21–0.31 µs (INFO commandstats), 30% of the item entries
-// are no longer sent, and Redis is 37–55% busy in the scripts (53–71%
-// before): it no longer limits ingestion alone; the rest is the consumer
-// side on the same two cores (kfake, sarama, the aggregator). What the
-// scripts still do is per admitted item — its ZADD and, for a newcomer, its
-// trim: a third of the newcomers go in the flush that writes them. A
+// through kfake; raw sarama consumption of the same messages is its
+// baseline in the same run) measures the whole path. On 2026-12-05, a
+// private redis-server flushed before each run, the release before this
+// one's changes, the one with CaughtUpFlush, and the one with the WATCH
+// transaction too, alternated four times (CASEBOOK_REDIS_ADDR=<private
+// redis-server> go test -run '^$' -bench Ingest -benchtime 1x
+// ./hotlist/hotkafka/, one test binary each): 0.52–0.75 × raw (median
+// 0.53), 0.60–0.75 × (0.66) and 0.70–0.81 × (0.74), with Redis' main
+// thread at 0.26–0.28, 0.25–0.27 and 0.15–0.17 µs of CPU per event (INFO
+// cpu) and 35–36% busy in the last. A consumer that has drained its
+// partition flushes CaughtUpFlush after its last flush instead of up to
+// FlushEvery (200 ms in the benchmark) later: that is the step from the
+// first figures to the second. What limits ingestion now is the consumer side on the same two
+// cores (kfake, sarama, decoding and summing), not Redis. What Redis still
+// does is per admitted item: its ZADD and, for a newcomer, its trim. A
 // bounded exact top-K per partition is used rather than a sketch:
 // RedisBloom's TOPK takes no weights and, by its own benchmark, recalls
 // 65–67% of the top while leaders change. The sarama glue lives in
