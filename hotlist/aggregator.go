@@ -33,7 +33,7 @@ type AggregatorConfig struct {
 	// while a partition fed a trickle still flushes at most once per
 	// CaughtUpFlush. A consumer behind its partition waits for FlushEvery or
 	// MaxPending, so a backlog is flushed in large calls. Default
-	// FlushEvery/10 (0 < CaughtUpFlush ≤ FlushEvery; FlushEvery turns it off).
+	// FlushEvery/10; at most FlushEvery, which turns it off.
 	CaughtUpFlush time.Duration
 	// MaxPending is how many distinct item entries (an item per slot, or a
 	// user's like) a claim holds before it is due to flush early: it bounds
@@ -42,8 +42,9 @@ type AggregatorConfig struct {
 }
 
 // Aggregator pre-aggregates the events of the partitions it claims in memory
-// and flushes each partition into Redis with one script call that also
-// stores the partition's last applied Kafka offset. It is safe for
+// and flushes each partition into Redis with one atomic call — a script, or
+// for a large Decay batch a MULTI under WATCH — that also stores the
+// partition's last applied Kafka offset. It is safe for
 // concurrent use; each Claim belongs to one goroutine.
 type Aggregator struct {
 	l     *List
@@ -51,7 +52,7 @@ type Aggregator struct {
 	stats struct {
 		events, rejected, malformed, expired, duplicates atomic.Int64
 		flushes, replays, resyncs, flushed, unsent       atomic.Int64
-		natives                                          atomic.Int64 // of flushes, by nativeFlush
+		natives, fallbacks                               atomic.Int64 // flushes by nativeFlush; tried and not
 	}
 	open   openClaims
 	gauges *obs.Registration
@@ -72,6 +73,7 @@ type Stats struct {
 	Resyncs    int64 // claims closed with ErrResync
 	Flushed    int64 // item entries in applied flushes
 	Unsent     int64 // Decay: of those, left out of the script call because it would not admit them (below a full set's lowest score)
+	Fallbacks  int64 // Decay: flushes meant for a WATCH transaction that the script made instead (Redis was not as the claim's copy said, the transaction was aborted, or it failed)
 }
 
 // NewAggregator returns an aggregator feeding l.
@@ -81,7 +83,7 @@ func NewAggregator(l *List, cfg AggregatorConfig) (*Aggregator, error) {
 	}
 	cfg.FlushEvery = cmp.Or(cfg.FlushEvery, time.Second)
 	cfg.MaxPending = cmp.Or(cfg.MaxPending, l.cfg.Keep)
-	cfg.CaughtUpFlush = cmp.Or(cfg.CaughtUpFlush, cfg.FlushEvery/10)
+	cfg.CaughtUpFlush = cmp.Or(cfg.CaughtUpFlush, cfg.FlushEvery/10, cfg.FlushEvery)
 	switch {
 	case cfg.FlushEvery < 0 || cfg.MaxPending < 1 || cfg.MaxPending > 1_000_000:
 		return nil, fmt.Errorf("%w: flush every %v, max pending %d (1..1000000)", ErrConfig, cfg.FlushEvery, cfg.MaxPending)
@@ -112,6 +114,7 @@ func (a *Aggregator) Stats() Stats {
 		Events: s.events.Load(), Rejected: s.rejected.Load(), Malformed: s.malformed.Load(),
 		Expired: s.expired.Load(), Duplicates: s.duplicates.Load(), Flushes: s.flushes.Load(),
 		Replays: s.replays.Load(), Resyncs: s.resyncs.Load(), Flushed: s.flushed.Load(), Unsent: s.unsent.Load(),
+		Fallbacks: s.fallbacks.Load(),
 	}
 }
 
@@ -134,6 +137,7 @@ type Claim struct {
 	likeKey   []byte
 	growths   *[growthCache]growthAt // Decay: 2^((ms−landmark)/HalfLife) by ms
 	view      heatView               // Decay: the partition's heat set, as of the last flush
+	refusals  int                    // Decay: transactions Redis refused in a row (nativeFlush)
 	// unflushedSince is when (Unix ms, by the list's clock) the oldest
 	// event the claim holds unflushed was added; 0 when none. Read by the
 	// lag gauge from another goroutine.
@@ -351,8 +355,9 @@ func (c *Claim) hasWork(now time.Time) bool {
 // built (flush.lua decides the same): the slot's last minute, or half.
 func buildLead(slotMs int64) int64 { return min(slotMs/2, 60_000) }
 
-// Flush applies what the claim holds to Redis in one script call, with the
-// last offset it covers; while the partition builds its next heat set (a new
+// Flush applies what the claim holds to Redis in one script call (or one
+// MULTI under WATCH: doc.go, "Bounded memory"), with the last offset it
+// covers; while the partition builds its next heat set (a new
 // landmark's, or the coming slot's window totals) the same call reads the
 // next chunk. If the call fails the claim keeps the batch and sends the very
 // same one on the next Flush (Add may go on meanwhile), so a call that did
@@ -392,10 +397,15 @@ func (c *Claim) flush(ctx context.Context) error {
 			if err == nil {
 				reply, unsent, used, want = r, left, true, false
 				c.a.stats.natives.Add(1)
+				c.refusals = 0
 				break
 			}
 			// Not applied (errNativeStale) or not known to be: the script,
 			// sent the increments, decides by the offset fence.
+			c.a.stats.fallbacks.Add(1)
+			if c.refusals++; !refused(err) {
+				c.refusals = 0
+			}
 			c.view.forget()
 			if ctx.Err() != nil {
 				return fmt.Errorf("hotlist: flush partition %d: %w", c.p, err)

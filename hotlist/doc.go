@@ -123,27 +123,30 @@
 // deduplicated or not. Window flushes send increments as before.
 //
 // A batch of at least 128 item entries without likes is not sent to the
-// script at all: the claim WATCHes the meta hash and the heat set, reads
-// the stored offset and epoch and the set's size (or, holding no copy, the
-// whole set, which becomes its copy), and — when they are what the claim
-// holds — writes the new scores with one ZADD, trims with ZRANGE and
+// script at all: the claim WATCHes the meta hash and the heat set, reads the
+// stored offset and epoch and the set's size (or, holding no copy, the whole
+// set, which becomes its copy), and — when they are what the claim holds —
+// writes the new scores with one ZADD, trims with ZRANGE and
 // ZREMRANGEBYRANK, stores the offset and reads the size and lowest score
 // back, in one MULTI. A partition never flushed is started at the batch's
-// landmark, as the script would. The writes are the script's, and so is
-// the fence: a write to either key between the read and EXEC aborts the
+// landmark, as the script would. The writes are the script's, and so is the
+// fence: a write to either key between the read and EXEC aborts the
 // transaction. In a script each ZADD pair cost Redis 1.12–1.39 µs here,
 // against 0.70–0.74 µs for ZADD itself: every argument becomes a Lua string
 // and then a Redis string again (BenchmarkZaddScriptOrNative, 7,000-pair
 // batches into a set of 10,000–20,000 members, INFO commandstats on a
 // private redis-server: CASEBOOK_REDIS_ADDR=… go test -run '^$' -bench
-// ZaddScriptOrNative -benchtime 50x -count 3 ./hotlist/). A landmark passed, a build under way, an aborted
-// transaction, a lost EXEC reply (go-redis never resends a transaction on
-// another connection, where its WATCH would be gone) or any other error
-// drops the copy and sends the batch to the script, whose fence resolves
-// it. TestNativeFlushFaults starts a partition, restarts the claim, passes
-// a landmark, loses an EXEC's reply, writes between the read and the EXEC
-// and has another consumer overtake the claim, and after each compares the
-// set and meta bit for bit with a list fed through the script.
+// ZaddScriptOrNative -benchtime 50x -count 3 ./hotlist/). A landmark passed,
+// a build under way, an aborted transaction, a lost EXEC reply (go-redis
+// never resends a transaction on another connection, where its WATCH would
+// be gone) or any other error drops the copy and sends the batch to the
+// script, whose fence resolves it (Stats.Fallbacks counts them); after three
+// error replies in a row (a proxy or an ACL without WATCH or MULTI) the
+// claim stops trying transactions, and the next claim tries again.
+// TestNativeFlushFaults starts a partition, restarts the claim, passes a
+// landmark, loses an EXEC's reply, writes between the read and the EXEC and
+// has another consumer overtake the claim, and after each compares the set
+// and meta bit for bit with a list fed through the script.
 //
 // DedupLikes counts one Like per user per item per DedupWindow. It costs a
 // Redis set entry per distinct (item, user) like, kept for up to two
@@ -184,6 +187,7 @@
 //	casebook.hotlist.flushes             counter          the list; result applied or replayed (a retry found applied)
 //	casebook.hotlist.flushed.entries     counter          the list: item entries in applied flushes
 //	casebook.hotlist.resyncs             counter          the list: claims closed with ErrResync
+//	casebook.hotlist.flush.fallbacks     counter          the list: Decay flushes meant for a transaction that the script made (Stats.Fallbacks)
 //	casebook.hotlist.flush.lag           gauge (s)        the list: age of the oldest event an open claim holds unflushed, 0 when none
 //	casebook.hotlist.claims              gauge            the list: open claims of the Aggregator
 //
@@ -207,34 +211,34 @@
 // window is kept exact without sweeps. The seed's 4.17M events/s peak is ten
 // times what its own inputs give (the benchmark harness flags it); one
 // aggregator does several million events a second in memory on two cores,
-// and end to end the partitions share Redis' single thread (the flushes). A flush reads a partition's current scores of its items with one
-// ZMSCORE per thousand and writes the sums with one ZADD per thousand (the
-// same doubles ZINCRBY would compute; a new item's score is its increment as
-// sent) instead of a ZINCRBY per item; under Decay a claim holding a copy of
-// its heat set sends the sums themselves, which the script passes to ZADD
-// as they are, and leaves out what the set would not admit (above).
-// hotkafka's BenchmarkIngest (2M events, Zipf over 5M items, 8 partitions,
-// through kfake; raw sarama consumption of the same messages is its
-// baseline in the same run) measures the whole path. On 2026-12-05, a
-// private redis-server flushed before each run, the release before this
-// one's changes, the one with CaughtUpFlush, and the one with the WATCH
-// transaction too, alternated four times (CASEBOOK_REDIS_ADDR=<private
-// redis-server> go test -run '^$' -bench Ingest -benchtime 1x
-// ./hotlist/hotkafka/, one test binary each): 0.52–0.75 × raw (median
-// 0.53), 0.60–0.75 × (0.66) and 0.70–0.81 × (0.74), with Redis' main
-// thread at 0.26–0.28, 0.25–0.27 and 0.15–0.17 µs of CPU per event (INFO
-// cpu) and 35–36% busy in the last. A consumer that has drained its
-// partition flushes CaughtUpFlush after its last flush instead of up to
-// FlushEvery (200 ms in the benchmark) later: that is the step from the
-// first figures to the second. What limits ingestion now is the consumer side on the same two
-// cores (kfake, sarama, decoding and summing), not Redis. What Redis still
-// does is per admitted item: its ZADD and, for a newcomer, its trim. A
-// bounded exact top-K per partition is used rather than a sketch:
-// RedisBloom's TOPK takes no weights and, by its own benchmark, recalls
-// 65–67% of the top while leaders change. The sarama glue lives in
-// hotlist/hotkafka, not in casebook/kafka, because the aggregator needs
-// each message's partition and offset, which outbox.Handler does not carry;
-// hotlist itself links no Kafka client.
+// and end to end the partitions share Redis' single thread (the flushes). A
+// flush reads a partition's current scores of its items with one ZMSCORE per
+// thousand and writes the sums with one ZADD per thousand (the same doubles
+// ZINCRBY would compute; a new item's score is its increment as sent)
+// instead of a ZINCRBY per item; under Decay a claim holding a copy of its
+// heat set sends the sums themselves, which the script passes to ZADD as
+// they are, and leaves out what the set would not admit (above). hotkafka's
+// BenchmarkIngest (2M events, Zipf over 5M items, 8 partitions, through
+// kfake; raw sarama consumption of the same messages is its baseline in the
+// same run) measures the whole path. On 2026-12-05, a private redis-server
+// flushed before each run, the release before this one's changes, the one
+// with CaughtUpFlush, and the one with the WATCH transaction too, alternated
+// four times (CASEBOOK_REDIS_ADDR=<private redis-server> go test -run '^$'
+// -bench Ingest -benchtime 1x ./hotlist/hotkafka/, one test binary each):
+// 0.52–0.75 × raw (median 0.53), 0.60–0.75 × (0.66) and 0.70–0.81 × (0.74),
+// with Redis' main thread at 0.26–0.28, 0.25–0.27 and 0.15–0.17 µs of CPU
+// per event (INFO cpu) and 35–36% busy in the last. A consumer that has
+// drained its partition flushes CaughtUpFlush after its last flush instead
+// of up to FlushEvery (200 ms in the benchmark) later: that is the step from
+// the first figures to the second. What limits ingestion now is the consumer
+// side on the same two cores (kfake, sarama, decoding and summing), not
+// Redis. What Redis still does is per admitted item: its ZADD and, for a
+// newcomer, its trim. A bounded exact top-K per partition is used rather
+// than a sketch: RedisBloom's TOPK takes no weights and, by its own
+// benchmark, recalls 65–67% of the top while leaders change. The sarama glue
+// lives in hotlist/hotkafka, not in casebook/kafka, because the aggregator
+// needs each message's partition and offset, which outbox.Handler does not
+// carry; hotlist itself links no Kafka client.
 //
 // Design notes, diagram and measured costs: docs/hotlist.md in the repository.
 package hotlist

@@ -13,13 +13,26 @@ import (
 // WATCH transaction.
 const nativeMin = 128
 
+// maxRefusals is how many transactions in a row Redis may refuse with an
+// error reply (a proxy without WATCH or MULTI, an ACL without them) before
+// the claim stops trying them: every flush would otherwise pay a refused
+// transaction before the script. A new claim tries again.
+const maxRefusals = 3
+
+// refused reports whether err is an error reply of Redis (not a network
+// error, nor errNativeStale).
+func refused(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
 // nativeUsable reports whether b may be flushed by nativeFlush: a Decay
-// batch of offsets, without likes (their dedup needs the script), no build
-// under way, large enough, and scaled to the landmark of the claim's copy
-// of the heat set if it holds one.
+// batch of offsets, without likes (their dedup needs the script), large
+// enough, no build under way and scaled to the landmark of the partition's
+// set as the claim last saw it — or the partition never flushed.
 func (c *Claim) nativeUsable(b *batch) bool {
 	return c.l.cfg.Model == Decay && !c.a.sendAll && !c.rescaling && b.from >= 0 && len(b.likes) == 0 &&
-		b.entries >= nativeMin && (!c.view.known || c.view.epoch == b.base)
+		b.entries >= nativeMin && c.refusals < maxRefusals && (c.epoch == b.base || c.epoch < 0 && c.applied < 0)
 }
 
 // errNativeStale: Redis is not as the claim's copy says (another writer, a
@@ -31,7 +44,7 @@ var errNativeStale = errors.New("hotlist: the heat set is not as the copy says")
 // copy of the heat set — write the new scores, trim to Keep, store the
 // offset, report the set's size, lowest score and the members trimmed —
 // with Redis' own commands in a MULTI under WATCH instead of a script: in
-// a script each ZADD pair costs Redis 1.5–1.9 times what it costs ZADD
+// a script each ZADD pair costs Redis 1.5–2 times what it costs ZADD
 // itself (doc.go). The fence is the script's: under WATCH of the meta hash
 // and the heat set, the stored offset must be the claim's, the epoch b's
 // landmark and no build under way, or errNativeStale; a write to either key
@@ -41,7 +54,8 @@ var errNativeStale = errors.New("hotlist: the heat set is not as the copy says")
 // never flushed (no offset, no epoch, no set) is started at b's landmark,
 // as the script would. go-redis never resends a transaction on another
 // connection (its WATCH would be gone): any other error leaves the outcome
-// unknown, and the caller's next call, by the script, resolves it.
+// unknown, and the caller at once sends the batch to the script, whose
+// fence resolves it.
 func (c *Claim) nativeFlush(ctx context.Context, b *batch) (flushReply, int, error) {
 	pk, keep := c.l.parts[c.p], c.l.cfg.Keep
 	heat := pk.heat[floorMod(b.base, 2)]

@@ -53,6 +53,9 @@ func (a *Aggregator) registerAggregator() *obs.Registration {
 	entries, err := m.Int64ObservableCounter("casebook.hotlist.flushed.entries", metric.WithUnit("{entry}"),
 		metric.WithDescription("Item entries (an item per slot, or a user's like) in applied flushes."))
 	obs.Handle(err)
+	fallbacks, err := m.Int64ObservableCounter("casebook.hotlist.flush.fallbacks", metric.WithUnit("{flush}"),
+		metric.WithDescription("Decay flushes meant for a WATCH transaction that the script made instead (Redis not as the claim's copy said, the transaction aborted or refused, an error)."))
+	obs.Handle(err)
 	resyncs, err := m.Int64ObservableCounter("casebook.hotlist.resyncs", metric.WithUnit("{claim}"),
 		metric.WithDescription("Claims closed with ErrResync (another consumer applied offsets past them, or Redis lost writes)."))
 	obs.Handle(err)
@@ -82,6 +85,7 @@ func (a *Aggregator) registerAggregator() *obs.Registration {
 		o.ObserveInt64(flushes, s.Replays, replayed)
 		o.ObserveInt64(entries, s.Flushed, list)
 		o.ObserveInt64(resyncs, s.Resyncs, list)
+		o.ObserveInt64(fallbacks, s.Fallbacks, list)
 		oldest, open := a.open.oldest()
 		age := 0.0
 		if oldest > 0 {
@@ -90,7 +94,7 @@ func (a *Aggregator) registerAggregator() *obs.Registration {
 		o.ObserveFloat64(lag, age, list)
 		o.ObserveInt64(claims, int64(open), list)
 		return nil
-	}, events, messages, flushes, entries, resyncs, lag, claims)
+	}, events, messages, flushes, entries, resyncs, fallbacks, lag, claims)
 	return reg
 }
 

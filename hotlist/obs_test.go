@@ -94,6 +94,7 @@ func TestMetricsAndSpans(t *testing.T) {
 		"casebook.hotlist.flushes " + list + ",casebook.hotlist.result=replayed": 0,
 		"casebook.hotlist.flushed.entries " + list:                               4, // a, b, c, d
 		"casebook.hotlist.resyncs " + list:                                       0,
+		"casebook.hotlist.flush.fallbacks " + list:                               0,
 		"casebook.hotlist.flush.lag " + list:                                     0,
 		"casebook.hotlist.claims " + list:                                        2,
 	}

@@ -245,8 +245,9 @@ func TestNativeFlushFaults(t *testing.T) {
 	// Between the transaction's read and its EXEC, rewrite the stored
 	// offset as it is: the content is unchanged, the WATCH is broken.
 	var interfere atomic.Bool
+	var refuse atomic.Int32 // WATCHes to refuse, as a proxy or an ACL without it would
 	meta := r.Namespace + ":{copied:0}:meta"
-	r.Client.AddHook(interference{armed: &interfere, write: func() error {
+	r.Client.AddHook(interference{armed: &interfere, refuse: &refuse, write: func() error {
 		off, err := r.Client.HGet(ctx, meta, "offset").Result()
 		if err == nil {
 			err = r.Client.HSet(ctx, meta, "offset", off).Err()
@@ -287,8 +288,9 @@ func TestNativeFlushFaults(t *testing.T) {
 	none := func() {}
 	native := func(name string, arm func()) {
 		t.Helper()
-		if b, a, n := step(name, arm); n != 1 || a.Flushes != b.Flushes+1 {
-			t.Fatalf("%s: %d transactions, stats %+v after %+v; want one applied transaction", name, n, a, b)
+		if b, a, n := step(name, arm); n != 1 || a.Flushes != b.Flushes+1 || !hotlist.HoldsCopy(copied.claims[0]) {
+			t.Fatalf("%s: %d transactions, stats %+v after %+v, copy held %v; want one applied transaction, its reply agreeing with the copy",
+				name, n, a, b, hotlist.HoldsCopy(copied.claims[0]))
 		}
 	}
 	native("a new partition's first flush", none)
@@ -331,21 +333,107 @@ func TestNativeFlushFaults(t *testing.T) {
 		}
 	}
 
+	// A zombie claim of the partition, at the same offset, passes the next
+	// landmark by flushes that store no offset: it starts the build, or
+	// does the whole move. The claim, holding a batch scaled to the
+	// landmark before, must leave it to the script, which writes it into
+	// both sets, or scales it to the new one.
+	zombie := func(f *feed, wholeMove bool) {
+		t.Helper()
+		z, err := f.aggregator().Claim(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer z.Close()
+		for range 100 {
+			if err := z.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			mig := r.Client.HGet(ctx, r.Namespace+":{"+f.name+":0}:meta", "mig").Val()
+			if mig != "" && !wholeMove || mig == "" && wholeMove {
+				return
+			}
+		}
+		t.Fatal("the zombie's landmark move did not end")
+	}
+	for _, wholeMove := range []bool{false, true} {
+		name := "a zombie started the next landmark's build"
+		if wholeMove {
+			name = "a zombie moved the partition to the next landmark"
+		}
+		if _, _, n := step(name, func() {
+			clk.Add(2 * time.Minute)
+			zombie(copied, wholeMove)
+			zombie(sent, wholeMove)
+		}); n != 0 {
+			t.Fatalf("%s: a transaction flushed the batch", name)
+		}
+		for round := 0; ; round++ {
+			if _, _, n := step(name+", then "+strconv.Itoa(round), none); n == 1 {
+				break
+			}
+			if round == 10 {
+				t.Fatalf("%s: no transaction 10 flushes later", name)
+			}
+		}
+	}
+
+	// Redis refuses the WATCH: the script flushes; three refusals in a row
+	// and the claim stops trying until a new claim.
+	refused := func(name string) {
+		t.Helper()
+		if b, a, n := step(name, func() { refuse.Store(1) }); n != 0 || a.Fallbacks != b.Fallbacks+1 || a.Flushes != b.Flushes+1 || refuse.Load() != 0 {
+			t.Fatalf("%s: %d transactions, stats %+v after %+v; want one refused, the script flushing", name, n, a, b)
+		}
+	}
+	refused("WATCH refused")
+	native("after one refusal", none)
+	for round := range maxRefusals {
+		refused("WATCH refused, " + strconv.Itoa(round+1) + " in a row")
+	}
+	if b, a, n := step("after 3 refusals in a row", none); n != 0 || a.Fallbacks != b.Fallbacks {
+		t.Fatalf("after 3 refusals: %d transactions, stats %+v after %+v; want none tried", n, a, b)
+	}
+	native("a new claim after the refusals", func() { copied.restart(); sent.restart() })
+
 	if b, a, _ := step("another consumer applied past it", func() { copied.overtaken(0); sent.overtaken(0) }); a.Resyncs != b.Resyncs+1 {
 		t.Fatalf("overtaken: stats %+v after %+v; want a resync", a, b)
 	}
 	native("the next claim", none)
 }
 
+// maxRefusals is nativeflush.go's: the refused transactions in a row after
+// which a claim stops trying them.
+const maxRefusals = 3
+
 // interference runs write once, when armed, after a transaction's first
-// pipeline (the WATCHed read) and before its MULTI.
+// pipeline (the WATCHed read) and before its MULTI; and answers the next
+// refuse WATCHes with an error reply, without sending them.
 type interference struct {
-	armed *atomic.Bool
-	write func() error
+	armed  *atomic.Bool
+	refuse *atomic.Int32
+	write  func() error
 }
 
-func (interference) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (interference) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+// refusal is an error reply from Redis (go-redis' redis.Error).
+type refusal string
+
+func (e refusal) Error() string { return string(e) }
+func (refusal) RedisError()     {}
+
+func (interference) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h interference) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		for n := h.refuse.Load(); cmd.Name() == "watch" && n > 0; n = h.refuse.Load() {
+			if h.refuse.CompareAndSwap(n, n-1) {
+				err := refusal("NOPERM User default has no permissions to run the 'watch' command")
+				cmd.SetErr(err)
+				return err
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
 func (h interference) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)

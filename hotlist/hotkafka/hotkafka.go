@@ -10,9 +10,11 @@
 // between its flush and its commit) is simply read on, the claim skipping
 // what Redis already has. Messages go to Claim.Add; the claim flushes when
 // due — every FlushEvery, or once the aggregator's CaughtUpFlush has passed
-// when the consumer has read to the partition's high-water mark, so that a
-// drained backlog shows at once — and the offset after each flush is
-// marked, so Kafka's committed offsets trail Redis' and never pass them. When the partition is taken away the claim flushes once more.
+// when the consumer has read to the partition's high-water mark (or no
+// message came for a CaughtUpFlush), so that a drained backlog shows at
+// once — and the offset after each flush is marked, so Kafka's committed
+// offsets trail Redis' and never pass them. When the partition is taken
+// away the claim flushes once more.
 //
 // Delivery into Redis is exactly-once (see hotlist's package doc); Kafka's
 // own delivery is at-least-once and only costs re-reading.
@@ -129,11 +131,14 @@ func (c *Consumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Cons
 		return nil
 	}
 	// The tick comes every CaughtUpFlush: a claim that has read to the
-	// high-water mark flushes then, one behind it every FlushEvery.
+	// high-water mark flushes then, one behind it every FlushEvery. A
+	// partition whose last record is not delivered (a transaction marker,
+	// a record compacted away) never shows its last offset at the mark: a
+	// tick period without a message counts as caught up too.
 	tick := time.NewTicker(c.agg.CaughtUpFlush())
 	defer tick.Stop()
-	caughtUp := false
-	due := func() bool { return hc.Due() || caughtUp && hc.DueCaughtUp() }
+	caughtUp, quiet := false, true
+	due := func() bool { return hc.Due() || (caughtUp || quiet) && hc.DueCaughtUp() }
 	for {
 		select {
 		case m, ok := <-claim.Messages():
@@ -147,7 +152,7 @@ func (c *Consumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Cons
 					c.cfg.OnReject(p, m.Offset, err)
 				}
 			}
-			caughtUp = m.Offset+1 >= claim.HighWaterMarkOffset()
+			caughtUp, quiet = m.Offset+1 >= claim.HighWaterMarkOffset(), false
 			if due() && !c.flush(s, hc) {
 				return nil
 			}
@@ -155,6 +160,7 @@ func (c *Consumer) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Cons
 			if due() && !c.flush(s, hc) {
 				return nil
 			}
+			quiet = true // until a message comes before the next tick
 		case <-ctx.Done():
 			c.release(s, hc)
 			return nil

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -383,3 +384,108 @@ func caughtUpOne(t *testing.T, l *hotlist.List, last int64) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A consumer flushes early once caught up: when its last message is at the
+// high-water mark, or when no message came for a CaughtUpFlush while the
+// mark stays ahead (a transaction marker or a compacted record at the end
+// of the partition is never delivered). FlushEvery is an hour away and
+// MaxPending out of reach, so only the caught-up rule can flush. The
+// session and claim are sarama's interfaces, driven by the test: at the
+// mark, messages come back to back for 300 ms, never a quiet tick apart,
+// and several flushes happen meanwhile; with the mark ahead, three come
+// and then none, and the silence flushes them.
+func TestCaughtUpByMarkOrQuiet(t *testing.T) {
+	for _, atMark := range []bool{true, false} {
+		t.Run("at the mark="+strconv.FormatBool(atMark), func(t *testing.T) {
+			r := testenv.NewRedis(t)
+			l, err := hotlist.New(r.Client, hotlist.Config{Name: "quiet", Namespace: r.Namespace, Partitions: 1, Model: hotlist.Window, Weights: weights, Now: testenv.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			agg, err := hotlist.NewAggregator(l, hotlist.AggregatorConfig{FlushEvery: time.Hour, CaughtUpFlush: 20 * time.Millisecond, MaxPending: 1_000_000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := hotkafka.New(noGroup{}, "t", agg, hotkafka.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			claim := &fakeClaim{msgs: make(chan *sarama.ConsumerMessage)}
+			done := make(chan error, 1)
+			go func() { done <- c.ConsumeClaim(fakeSession{ctx: ctx}, claim) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+			value, err := hotlist.AppendBatch(nil, []hotlist.Event{{Item: "a", Kind: hotlist.Repost, At: testenv.Now()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sent int64
+			send := func() {
+				ahead := int64(3)
+				if atMark {
+					ahead = 0
+				}
+				claim.hwm.Store(sent + 1 + ahead)
+				claim.msgs <- &sarama.ConsumerMessage{Topic: "t", Partition: 0, Offset: sent, Value: value}
+				sent++
+			}
+			if atMark {
+				for end := testenv.Now().Add(300 * time.Millisecond); testenv.Now().Before(end); {
+					send()
+				}
+				if st := agg.Stats(); st.Flushes < 2 {
+					t.Fatalf("stats %+v: %d messages at the mark over 300 ms, want a flush every 20 ms or so", st, sent)
+				}
+			} else {
+				for range 3 {
+					send()
+				}
+			}
+			deadline := testenv.Now().Add(10 * time.Second)
+			for {
+				top, err := l.Top(context.Background(), 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(top) == 1 && top[0].Heat == float64(sent) {
+					break
+				}
+				if testenv.Now().After(deadline) {
+					t.Fatalf("top %+v, stats %+v: %d messages not flushed 10 s after the last", top, agg.Stats(), sent)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// noGroup stands for the group a Consumer is made with; ConsumeClaim never
+// calls it.
+type noGroup struct{ sarama.ConsumerGroup }
+
+type fakeSession struct{ ctx context.Context }
+
+func (fakeSession) Claims() map[string][]int32                  { return nil }
+func (fakeSession) MemberID() string                            { return "m" }
+func (fakeSession) GenerationID() int32                         { return 1 }
+func (fakeSession) MarkOffset(string, int32, int64, string)     {}
+func (fakeSession) Commit()                                     {}
+func (fakeSession) ResetOffset(string, int32, int64, string)    {}
+func (fakeSession) MarkMessage(*sarama.ConsumerMessage, string) {}
+func (s fakeSession) Context() context.Context                  { return s.ctx }
+
+type fakeClaim struct {
+	msgs chan *sarama.ConsumerMessage
+	hwm  atomic.Int64
+}
+
+func (*fakeClaim) Topic() string                              { return "t" }
+func (*fakeClaim) Partition() int32                           { return 0 }
+func (*fakeClaim) InitialOffset() int64                       { return 0 }
+func (c *fakeClaim) HighWaterMarkOffset() int64               { return c.hwm.Load() }
+func (c *fakeClaim) Messages() <-chan *sarama.ConsumerMessage { return c.msgs }
