@@ -144,9 +144,11 @@
 // error replies in a row (a proxy or an ACL without WATCH or MULTI) the
 // claim stops trying transactions, and the next claim tries again.
 // TestNativeFlushFaults starts a partition, restarts the claim, passes a
-// landmark, loses an EXEC's reply, writes between the read and the EXEC and
-// has another consumer overtake the claim, and after each compares the set
-// and meta bit for bit with a list fed through the script.
+// landmark, loses an EXEC's reply, writes between the read and the EXEC,
+// refuses the WATCH, has a zombie claim start and finish a landmark's move,
+// rolls a transaction back as a failover would and has another consumer
+// overtake the claim, and after each compares the set and meta bit for bit
+// with a list fed through the script.
 //
 // DedupLikes counts one Like per user per item per DedupWindow. It costs a
 // Redis set entry per distinct (item, user) like, kept for up to two

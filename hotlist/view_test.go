@@ -396,6 +396,18 @@ func TestNativeFlushFaults(t *testing.T) {
 	}
 	native("a new claim after the refusals", func() { copied.restart(); sent.restart() })
 
+	// A failover to a replica that missed the last transaction: heat and
+	// offset roll back together (a MULTI replicates as one), the claim's
+	// next flush is fenced (ErrResync) and a new claim reads again from the
+	// stored offset.
+	native("before the failover", none)
+	replica := append(dumpKeys(t, r, r.Namespace+":{copied:0}*"), dumpKeys(t, r, r.Namespace+":{sent:0}*")...)
+	native("lost in the failover", none)
+	restoreKeys(t, r, replica) // both lists' keys: it deletes the namespace's others
+	if b, a, _ := step("after the failover", none); a.Resyncs != b.Resyncs+1 || a.Fallbacks != b.Fallbacks+1 {
+		t.Fatalf("after the failover: stats %+v after %+v; want the transaction refused and a resync", a, b)
+	}
+
 	if b, a, _ := step("another consumer applied past it", func() { copied.overtaken(0); sent.overtaken(0) }); a.Resyncs != b.Resyncs+1 {
 		t.Fatalf("overtaken: stats %+v after %+v; want a resync", a, b)
 	}
