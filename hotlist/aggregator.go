@@ -403,7 +403,9 @@ func (c *Claim) flush(ctx context.Context) error {
 			// Not applied (errNativeStale) or not known to be: the script,
 			// sent the increments, decides by the offset fence.
 			c.a.stats.fallbacks.Add(1)
-			if c.refusals++; !refused(err) {
+			if refused(err) {
+				c.refusals++
+			} else {
 				c.refusals = 0
 			}
 			c.view.forget()
@@ -562,7 +564,7 @@ func (c *Claim) flushCall(b *batch, now time.Time, used, want bool) ([]string, [
 		for i, item := range g.items {
 			if !used {
 				args = append(args, item, formatFloat(g.vals[i]))
-			} else if s, ok := c.view.score(item, g.vals[i], full); ok {
+			} else if s, ok, _ := c.view.score(item, g.vals[i], full); ok {
 				args = append(args, formatFloat(s), item) // ZADD's order
 			} else {
 				continue

@@ -63,10 +63,11 @@ func (c *Claim) nativeFlush(ctx context.Context, b *batch) (flushReply, int, err
 	var reply flushReply
 	var sent int
 	err := c.l.c.Watch(ctx, func(tx *redis.Tx) error {
+		var state *redis.SliceCmd
 		var members *redis.ZSliceCmd
 		var card *redis.IntCmd
-		state, err := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.HMGet(ctx, pk.meta, "offset", "epoch", "mig")
+		_, err := tx.Pipelined(ctx, func(p redis.Pipeliner) error {
+			state = p.HMGet(ctx, pk.meta, "offset", "epoch", "mig")
 			if load {
 				members = p.ZRangeWithScores(ctx, heat, 0, -1)
 			} else {
@@ -77,7 +78,7 @@ func (c *Claim) nativeFlush(ctx context.Context, b *batch) (flushReply, int, err
 		if err != nil {
 			return err
 		}
-		meta := state[0].(*redis.SliceCmd).Val()
+		meta := state.Val()
 		stored, err1 := metaInt(meta[0], -1)
 		epoch, err2 := metaInt(meta[1], -1)
 		start := epoch < 0 && stored < 0 // a partition never flushed
@@ -142,11 +143,11 @@ func (c *Claim) nativeArgs(b *batch, heat string) ([]any, int) {
 	newcomers := 0
 	for _, g := range b.groups {
 		for i, item := range g.items {
-			s, ok := c.view.score(item, g.vals[i], full)
+			s, ok, fresh := c.view.score(item, g.vals[i], full)
 			if !ok {
 				continue
 			}
-			if _, known := c.view.scores[item]; !known {
+			if fresh {
 				newcomers++
 			}
 			args = append(args, formatFloat(s), item)

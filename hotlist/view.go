@@ -51,13 +51,13 @@ func (v *heatView) wanted(c *Claim) bool {
 func (v *heatView) full(keep int) bool { return len(v.scores) >= keep }
 
 // score is flush.lua's decision for item's increment val, full being
-// whether the set was full before the flush: the item's new score, or false
-// when the set would not admit it.
-func (v *heatView) score(item string, val float64, full bool) (float64, bool) {
+// whether the set was full before the flush: the item's new score, whether
+// the set admits it (false: left out) and whether it is new to the set.
+func (v *heatView) score(item string, val float64, full bool) (s float64, admitted, fresh bool) {
 	if old, ok := v.scores[item]; ok {
-		return old + val, true
+		return old + val, true, false
 	}
-	return val, !full || val >= v.floor
+	return val, !full || val >= v.floor, true
 }
 
 // flushReply is flush.lua's reply.
@@ -136,7 +136,7 @@ func (v *heatView) update(b *batch, r flushReply, keep int, used, want bool) {
 		full := v.full(keep)
 		for _, g := range b.groups {
 			for i, item := range g.items {
-				if s, ok := v.score(item, g.vals[i], full); ok {
+				if s, ok, _ := v.score(item, g.vals[i], full); ok {
 					v.scores[item] = s
 				}
 			}

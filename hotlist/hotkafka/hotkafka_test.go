@@ -59,6 +59,25 @@ func (s *stream) produce(n int) {
 	s.msgs += len(msgs)
 }
 
+// newWindowStream returns a Window list (exact sums) named name on r and a
+// stream into a new topic of its partitions, its producer closed at
+// cleanup; seed seeds the stream's events.
+func newWindowStream(t *testing.T, r *testenv.Redis, name string, seed uint64) (*hotlist.List, *stream) {
+	t.Helper()
+	brokers := testenv.Kafka(t)
+	topic := testenv.Topic(t, partitions)
+	l, err := hotlist.New(r.Client, hotlist.Config{Name: name, Namespace: r.Namespace, Partitions: partitions, Model: hotlist.Window, Weights: weights, Now: testenv.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kafka.Dial(brokers, "producer-"+topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	return l, &stream{t: t, brokers: brokers, topic: topic, pub: pub, rng: rand.New(rand.NewPCG(seed, seed+1)), want: map[string]float64{}}
+}
+
 // member is one consumer process of a group: its own aggregator and sarama
 // group.
 type member struct {
@@ -169,19 +188,8 @@ func checkTotals(t *testing.T, l *hotlist.List, want map[string]float64, when st
 func TestExactlyOnceThroughKafka(t *testing.T) {
 	testenv.EachRedis(t, func(t *testing.T, r *testenv.Redis) {
 		ctx := context.Background()
-		brokers := testenv.Kafka(t)
-		topic := testenv.Topic(t, partitions)
-		l, err := hotlist.New(r.Client, hotlist.Config{Name: "hot", Namespace: r.Namespace, Partitions: partitions, Model: hotlist.Window, Weights: weights, Now: testenv.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pub, err := kafka.Dial(brokers, "producer-"+topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer pub.Close()
-		s := &stream{t: t, brokers: brokers, topic: topic, pub: pub, rng: rand.New(rand.NewPCG(1, 2)), want: map[string]float64{}}
-		group := "g-" + topic
+		l, s := newWindowStream(t, r, "hot", 1)
+		brokers, topic, group := s.brokers, s.topic, "g-"+s.topic
 
 		s.produce(1000)
 		a := start(t, l, brokers, group, topic, true)
@@ -263,25 +271,13 @@ func TestExactlyOnceThroughKafka(t *testing.T) {
 // FlushEvery an hour away and MaxPending out of reach, and in one flush per
 // partition (the consumer flushes early only once it has caught up).
 func TestDrainedBacklogFlushedAtOnce(t *testing.T) {
-	r := testenv.NewRedis(t)
-	brokers := testenv.Kafka(t)
-	topic := testenv.Topic(t, partitions)
-	l, err := hotlist.New(r.Client, hotlist.Config{Name: "drain", Namespace: r.Namespace, Partitions: partitions, Model: hotlist.Window, Weights: weights, Now: testenv.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := kafka.Dial(brokers, "producer-"+topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
-	s := &stream{t: t, brokers: brokers, topic: topic, pub: pub, rng: rand.New(rand.NewPCG(3, 4)), want: map[string]float64{}}
+	l, s := newWindowStream(t, testenv.NewRedis(t), "drain", 3)
 	for range 10 {
 		s.produce(400)
 	}
-	m := startWith(t, l, brokers, "g-"+topic, topic, true,
+	m := startWith(t, l, s.brokers, "g-"+s.topic, s.topic, true,
 		hotlist.AggregatorConfig{FlushEvery: time.Hour, CaughtUpFlush: 10 * time.Millisecond, MaxPending: 1_000_000})
-	caughtUp(t, l, brokers, topic)
+	caughtUp(t, l, s.brokers, s.topic)
 	checkTotals(t, l, s.want, "drained")
 	if st := m.agg.Stats(); st.Flushes > partitions || st.Events != 4000 {
 		t.Fatalf("stats %+v: want 4000 events in at most one flush per partition (%d messages)", st, s.msgs)
