@@ -271,8 +271,15 @@ func (s *Service) publish(ctx context.Context, l *Link, before Settings) error {
 	if err := s.fill(ctx, l); err != nil {
 		return fmt.Errorf("shortlink: the change is made but the cache was not updated: %w", err)
 	}
+	// A read's fill of the old version may still wait in ristretto's
+	// buffer, and of two new entries of a key ristretto keeps the first:
+	// apply it before, so that this one replaces it.
+	s.local.Wait()
 	s.remember(key, l)
 	s.local.Wait() // so that a slower fill of an older version sees this one
+	if c, ok := s.local.Get(key); ok && (c.link == nil || c.link.Version < l.Version) {
+		s.local.Del(key) // a fill that raced in between won: read again
+	}
 	visits := s.space.Key(key, "visits")
 	var err error
 	switch {
